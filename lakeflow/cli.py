@@ -1,0 +1,63 @@
+"""``lakeflow`` — the command line. Thin: parse arguments, call the packages, print.
+
+Each area adds its subcommands from its own ``commands`` module (``register(subparsers)``);
+heavy imports happen inside the handlers, so ``lakeflow --help`` and ``harvest`` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from typing import Optional, Sequence
+
+from lakeflow import __version__
+
+COMMAND_MODULES = (
+    "lakeflow.catalog.commands",
+    "lakeflow.ingest.commands",
+    "lakeflow.compaction.commands",
+    "lakeflow.lineage.commands",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lakeflow",
+        description="Stream IoT sensor data with Flink into Lakekeeper, compact it with Spark "
+                    "into Iceberg, and harvest the lineage of both.",
+    )
+    parser.add_argument("--version", action="version", version=f"lakeflow {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``lakeflow`` script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from lakeflow.settings import SettingsError
+    from lakeflow.catalog.base import CatalogError
+
+    try:
+        return int(args.handler(args) or 0)
+    except (SettingsError, CatalogError) as exc:
+        print(f"lakeflow {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

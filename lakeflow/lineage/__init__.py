@@ -1,0 +1,1 @@
+"""Lineage: the Flink metadata harvester, the shared dataset identities, and the emitters."""

@@ -1,0 +1,10 @@
+"""Shared pytest configuration. Fixtures of each area live in their own ``fixtures_*.py``."""
+
+import os
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+pytest_plugins = [
+    "tests.fixtures_servers",
+    "tests.fixtures_flink",
+]

@@ -1,0 +1,22 @@
+"""A real standalone Flink cluster from the apache-flink wheel, shared by the session."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from lakeflow.flink_cluster import FlinkCluster
+from tests.fixtures_servers import free_port
+
+
+@pytest.fixture(scope="session")
+def flink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlinkCluster]:
+    """JobManager + TaskManager (2 slots) on free localhost ports; stopped at session end."""
+    cluster = FlinkCluster(tmp_path_factory.mktemp("flink-cluster"), rest_port=free_port(),
+                           rpc_port=free_port())
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

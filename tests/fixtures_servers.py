@@ -1,0 +1,78 @@
+"""Real servers on 127.0.0.1 shared by the whole suite: moto (S3 + STS), free ports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import requests
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (bind port 0 and read it back)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 30.0) -> None:
+    """Wait until ``url`` answers any HTTP status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            requests.get(url, timeout=1)
+            return
+        except requests.RequestException:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url} did not answer within {timeout}s")
+            time.sleep(0.1)
+
+
+@dataclass(frozen=True)
+class MotoServer:
+    """A running ``moto_server``: S3 and STS at ``url``; bootstrap credentials are any."""
+
+    url: str
+    region: str = "us-east-1"
+
+    def client(self, service: str, **kwargs):
+        import boto3
+
+        kwargs.setdefault("aws_access_key_id", "bootstrap")
+        kwargs.setdefault("aws_secret_access_key", "bootstrap")
+        return boto3.client(service, endpoint_url=self.url, region_name=self.region, **kwargs)
+
+    def reset(self) -> None:
+        requests.post(f"{self.url}/moto-api/reset", timeout=10)
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    """moto's real HTTP server (S3 + STS) on a free 127.0.0.1 port, for the whole session."""
+    exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
+    if exe is None:
+        pytest.fail("moto_server not found: install the test extras (pip install -e '.[test]')")
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=out,
+                                stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}/moto-api/", timeout=30)
+        yield MotoServer(url)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
