@@ -49,3 +49,26 @@ cluster-up: install  ## start a local standalone Flink cluster (REST on localhos
 
 cluster-down:  ## stop the local standalone Flink cluster
 	$(PY) -m lakeflow.flink_cluster down
+
+# --- local Lakekeeper stack (Docker): Lakekeeper + Postgres + MinIO + Keycloak; docs/stack.md ---
+DOCKER ?= docker
+COMPOSE = $(DOCKER) compose --env-file deploy/stack.env -f deploy/docker-compose.yml
+.PHONY: stack-check stack-down
+
+stack-check:
+	@command -v $(DOCKER) >/dev/null 2>&1 || { echo "make stack: '$(DOCKER)' not found. The local stack needs Docker Engine with the compose plugin (docs/stack.md); without Docker, point lakeflow at an existing Lakekeeper (docs/oauth.md)." >&2; exit 1; }
+	@$(DOCKER) info >/dev/null 2>&1 || { echo "make stack: no Docker engine answers ('$(DOCKER) info' failed). Start Docker, or point lakeflow at an existing Lakekeeper (docs/oauth.md)." >&2; exit 1; }
+	@$(DOCKER) compose version >/dev/null 2>&1 || { echo "make stack: '$(DOCKER) compose' is missing: install the Docker compose plugin (v2)." >&2; exit 1; }
+
+stack: stack-check install  ## start Lakekeeper+Keycloak+MinIO+Postgres in Docker, bootstrap warehouse + namespace
+	$(COMPOSE) up -d
+	$(VENV)/bin/lakeflow stack bootstrap --wait 300 || { $(COMPOSE) ps -a; echo "make stack: bootstrap failed; see: $(COMPOSE) logs lakekeeper keycloak" >&2; exit 1; }
+	@echo
+	@echo "Next:  $(VENV)/bin/lakeflow stack bootstrap --write-env .env.local   (points lakeflow at the stack)"
+	@echo "       $(VENV)/bin/lakeflow doctor                                  (token, table, vended credentials)"
+	@echo "       make run                                                      (stream sensor readings into it)"
+	@echo "Keycloak admin http://localhost:8080 (admin, STACK_KEYCLOAK_ADMIN_PASSWORD in deploy/stack.env);"
+	@echo "MinIO console http://localhost:9001; stop with make stack-down (ARGS=-v also deletes the data)."
+
+stack-down: stack-check  ## stop the local stack (keeps its data; ARGS=-v deletes the volumes too)
+	$(COMPOSE) down $(ARGS)

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "lakeflow.ingest.commands",
     "lakeflow.compaction.commands",
     "lakeflow.lineage.commands",
+    "lakeflow.stack",
 )
 
 

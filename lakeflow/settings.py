@@ -118,6 +118,18 @@ def load_settings(
             raise ValueError(raw)
         return n
 
+    def non_negative_int(raw: str) -> int:
+        n = int(raw)
+        if n < 0:
+            raise ValueError(raw)
+        return n
+
+    def positive_float(raw: str) -> float:
+        x = float(raw)
+        if not x > 0 or x == float("inf"):
+            raise ValueError(raw)
+        return x
+
     def records(raw: str) -> int:
         n = int(raw)
         if n < -1 or n == 0:
@@ -184,8 +196,9 @@ def load_settings(
         batch_size=parse("BATCH_SIZE", "10", positive_int, "a positive integer (records per batch)"),
         batch_interval_ms=parse("BATCH_INTERVAL_MS", "15000", positive_int,
                                 "a positive integer (milliseconds between batches)"),
-        http_timeout_s=parse("HTTP_TIMEOUT_S", "30", float, "a number of seconds"),
-        http_max_retries=parse("HTTP_MAX_RETRIES", "5", int, "a whole number of retries"),
+        http_timeout_s=parse("HTTP_TIMEOUT_S", "30", positive_float, "a positive number of seconds"),
+        http_max_retries=parse("HTTP_MAX_RETRIES", "5", non_negative_int,
+                               "a whole number of retries (0 or more)"),
         lineage_dir=Path(get("LINEAGE_DIR") or home / "lineage").expanduser().resolve(),
     )
     if errors:

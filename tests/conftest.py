@@ -7,4 +7,5 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 pytest_plugins = [
     "tests.fixtures_servers",
     "tests.fixtures_flink",
+    "tests.fixtures_lakekeeper",
 ]

@@ -20,7 +20,7 @@ class CatalogError(RuntimeError):
         self.error_id = error_id
 
     def __str__(self) -> str:
-        parts = [f"{self.code} {self.type}".strip() if (self.code or self.type) else "", self.message]
+        parts = [" ".join(p for p in (str(self.code) if self.code else "", self.type) if p), self.message]
         text = ": ".join(p for p in parts if p)
         return f"{text} (error id {self.error_id})" if self.error_id else text
 

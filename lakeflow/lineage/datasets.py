@@ -21,6 +21,7 @@ PARAM_NAMESPACE = "lakeflow.table.namespace"  # dot-joined levels
 PARAM_TABLE = "lakeflow.table.name"
 PARAM_LOCATION = "lakeflow.table.location"
 PARAM_FORMAT = "lakeflow.table.format"        # "dataset"
+PARAM_RUN_ID = "lakeflow.run.id"              # the ingest job's run_id, as in every reading it writes
 SINK_NAME_PREFIX = "LakeflowSink"             # sink operator name: "LakeflowSink[<location>]"
 
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}

@@ -1,0 +1,139 @@
+"""One table's files (local or S3) through pyarrow's filesystem, with that table's own credentials.
+
+The driver lists, moves and deletes files and reads and writes the small bookkeeping files here;
+Spark only reads the raw JSON and writes Parquet. The storage properties are Iceberg-style
+``s3.*`` keys (what Lakekeeper vends and what pyiceberg's FileIO reads), so one translation serves.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Mapping, Optional
+from urllib.parse import urlparse
+
+from lakeflow.secret import redact
+
+_HADOOP_SCHEMES = {"s3": "s3a", "s3n": "s3a"}
+_ICEBERG_SCHEMES = {"s3a": "s3", "s3n": "s3"}
+
+
+def hadoop_uri(uri: str) -> str:
+    """The URI as Hadoop/Spark reads it (``s3://`` → ``s3a://``)."""
+    scheme = urlparse(uri).scheme
+    return _HADOOP_SCHEMES[scheme] + uri[len(scheme):] if scheme in _HADOOP_SCHEMES else uri
+
+
+def iceberg_uri(uri: str) -> str:
+    """The URI as Iceberg records it (``s3a://`` → ``s3://``, ``file:/x`` → ``file:///x``)."""
+    parsed = urlparse(uri)
+    if parsed.scheme in _ICEBERG_SCHEMES:
+        return _ICEBERG_SCHEMES[parsed.scheme] + uri[len(parsed.scheme):]
+    if parsed.scheme == "file":
+        return "file://" + parsed.path
+    return uri
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file under a storage root: its path relative to the root, size and modification time."""
+
+    rel: str
+    size: int
+    mtime: Optional[datetime]
+
+
+class Storage:
+    """Files under ``location`` (``file://`` or ``s3://``/``s3a://``), accessed with ``properties``."""
+
+    def __init__(self, location: str, properties: Optional[Mapping[str, str]] = None) -> None:
+        from pyiceberg.io.pyarrow import PyArrowFileIO
+
+        self.location = iceberg_uri(location.rstrip("/"))
+        props = dict(properties or {})
+        if props.get("s3.path-style-access", "").lower() == "true":
+            props.setdefault("s3.force-virtual-addressing", "false")
+        self._props = props
+        self.io = PyArrowFileIO(props)
+        scheme, netloc, path = PyArrowFileIO.parse_location(self.location)
+        self._fs = self.io.fs_by_scheme(scheme, netloc)
+        self._root = path.rstrip("/")
+
+    def __repr__(self) -> str:
+        return f"Storage({self.location!r}, {redact(self._props)!r})"
+
+    def uri(self, rel: str = "") -> str:
+        """The Iceberg-style URI of ``rel`` (relative to the root)."""
+        return f"{self.location}/{rel}" if rel else self.location
+
+    def hadoop_uri(self, rel: str = "") -> str:
+        """The URI of ``rel`` as Spark reads and writes it."""
+        return hadoop_uri(self.uri(rel))
+
+    def relative(self, uri: str) -> str:
+        """``uri`` (as Spark or Iceberg spells it) relative to the root; ValueError if outside."""
+        a, b = urlparse(iceberg_uri(uri)), urlparse(self.location)
+        root = b.path.rstrip("/") + "/"
+        if (a.scheme, a.netloc) != (b.scheme, b.netloc) or not a.path.startswith(root):
+            raise ValueError(f"{uri} is not under {self.location}")
+        return a.path[len(root):]
+
+    def _path(self, rel: str) -> str:
+        return f"{self._root}/{rel}" if rel else self._root
+
+    def list(self, rel: str = "") -> list[FileEntry]:
+        """Every file under ``rel``, recursively (empty when the folder does not exist)."""
+        from pyarrow.fs import FileSelector, FileType
+
+        base = self._path(rel)
+        infos = self._fs.get_file_info(FileSelector(base, recursive=True, allow_not_found=True))
+        return sorted((FileEntry(info.path[len(self._root) + 1:], info.size or 0, info.mtime)
+                       for info in infos if info.type == FileType.File), key=lambda e: e.rel)
+
+    def exists(self, rel: str) -> bool:
+        from pyarrow.fs import FileType
+
+        return self._fs.get_file_info(self._path(rel)).type != FileType.NotFound
+
+    def read(self, rel: str) -> bytes:
+        with self._fs.open_input_stream(self._path(rel)) as f:
+            return f.read()
+
+    def write(self, rel: str, data: bytes) -> None:
+        """Write a whole file; on local disks through a temporary file and a rename (atomic)."""
+        path = self._path(rel)
+        self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        if urlparse(self.location).scheme == "file":
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with self._fs.open_output_stream(tmp) as f:
+                f.write(data)
+            self._fs.move(tmp, path)
+        else:
+            with self._fs.open_output_stream(path) as f:  # an S3 PUT appears whole or not at all
+                f.write(data)
+
+    def move(self, src: str, dst: str) -> None:
+        self._fs.create_dir(self._path(dst).rsplit("/", 1)[0], recursive=True)
+        self._fs.move(self._path(src), self._path(dst))
+
+    def delete(self, rel: str) -> None:
+        """Delete a file; a missing file is not an error."""
+        from pyarrow.fs import FileType
+
+        if self._fs.get_file_info(self._path(rel)).type != FileType.NotFound:
+            self._fs.delete_file(self._path(rel))
+
+    def delete_dir(self, rel: str) -> None:
+        """Delete a folder and everything under it; a missing folder is not an error."""
+        from pyarrow.fs import FileType
+
+        if self._fs.get_file_info(self._path(rel)).type != FileType.NotFound:
+            self._fs.delete_dir(self._path(rel))
+
+    def parquet_metadata(self, rel: str):
+        """The footer of a Parquet file (``pyarrow.parquet.FileMetaData``)."""
+        import pyarrow.parquet as pq
+
+        with self._fs.open_input_file(self._path(rel)) as f:
+            return pq.read_metadata(f)

@@ -1,0 +1,111 @@
+"""One submission of the ingestion job (:class:`IngestJob`), planned from the settings and the
+table handle, and the Flink configuration and job parameters it runs with."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from lakeflow.catalog.base import TableHandle, TableIdent
+from lakeflow.lineage import datasets
+from lakeflow.settings import Settings
+
+FOREVER = 2**63 - 1  # SensorTicks count for NUM_RECORDS=-1 (Long.MAX_VALUE)
+RESTART_ATTEMPTS = 3
+RESTART_DELAY = "2 s"
+
+
+@dataclass(frozen=True)
+class IngestJob:
+    """What one run writes where: the table, its location, the sensors and the pacing."""
+
+    table: TableIdent
+    location: str
+    catalog: str  # "lakekeeper" or "local"
+    catalog_uri: str
+    run_id: str  # one per submission; a constant in the job graph, so recovery keeps it
+    num_sensors: int
+    num_records: int  # -1: forever
+    batch_size: int
+    batch_interval_ms: int
+    home: Path
+    parallelism: Optional[int] = None  # None: Flink's default (cores locally, -p on flink run)
+    throttled: bool = True  # False: as fast as possible (the benchmark)
+
+    @classmethod
+    def plan(cls, settings: Settings, handle: TableHandle, *, parallelism: Optional[int] = None,
+             throttled: bool = True) -> "IngestJob":
+        """The job for ``handle``'s table with the settings' sensors and pacing; a new run id."""
+        catalog_uri = settings.lakekeeper if settings.catalog == "lakekeeper" else settings.home.as_uri()
+        return cls(table=handle.ident, location=handle.location.rstrip("/"), catalog=settings.catalog,
+                   catalog_uri=catalog_uri, run_id=str(uuid.uuid4()), num_sensors=settings.num_sensors,
+                   num_records=settings.num_records, batch_size=settings.batch_size,
+                   batch_interval_ms=settings.batch_interval_ms, home=settings.home,
+                   parallelism=parallelism, throttled=throttled)
+
+    @property
+    def bounded(self) -> bool:
+        return self.num_records > 0
+
+    @property
+    def count(self) -> int:
+        """Readings the source emits (``FOREVER`` when unbounded)."""
+        return self.num_records if self.bounded else FOREVER
+
+    @property
+    def rows_per_second(self) -> float:
+        """BATCH_SIZE readings per BATCH_INTERVAL_MS over all source readers; 0 = unthrottled."""
+        return self.batch_size * 1000.0 / self.batch_interval_ms if self.throttled else 0.0
+
+    @property
+    def name(self) -> str:
+        return f"lakeflow-ingest {self.table}"
+
+    @property
+    def sink_name(self) -> str:
+        """The sink operator's name, which the lineage harvester resolves: ``LakeflowSink[<location>]``."""
+        return f"{datasets.SINK_NAME_PREFIX}[{self.location}]"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.home / "checkpoints"
+
+    def job_parameters(self) -> dict[str, str]:
+        """Global job parameters declaring the table (GET /jobs/{id}/config → user-config)."""
+        return {
+            datasets.PARAM_CATALOG: self.catalog,
+            datasets.PARAM_CATALOG_URI: self.catalog_uri,
+            datasets.PARAM_WAREHOUSE: self.table.warehouse,
+            datasets.PARAM_NAMESPACE: ".".join(self.table.namespace),
+            datasets.PARAM_TABLE: self.table.name,
+            datasets.PARAM_LOCATION: self.location,
+            datasets.PARAM_FORMAT: "dataset",
+            datasets.PARAM_RUN_ID: self.run_id,
+        }
+
+    def flink_configuration(self, *, local: bool) -> dict[str, str]:
+        """Job configuration: exactly-once checkpoints every BATCH_INTERVAL_MS into filesystem
+        storage under LAKEFLOW_HOME, a bounded restart strategy, the venv's Python. ``local``
+        (an in-process MiniCluster) also keeps its REST endpoint on localhost, on a free port.
+        Storage credentials are not in here: see :mod:`lakeflow.ingest.storage`."""
+        conf = {
+            "pipeline.name": self.name,
+            "execution.runtime-mode": "STREAMING",
+            "execution.checkpointing.interval": f"{self.batch_interval_ms} ms",
+            "execution.checkpointing.mode": "EXACTLY_ONCE",
+            "execution.checkpointing.storage": "filesystem",
+            "execution.checkpointing.dir": self.checkpoint_dir.as_uri(),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": str(RESTART_ATTEMPTS),
+            "restart-strategy.fixed-delay.delay": RESTART_DELAY,
+            "python.executable": sys.executable,
+            "python.client.executable": sys.executable,
+        }
+        if self.parallelism:
+            conf["parallelism.default"] = str(self.parallelism)
+        if local:
+            conf.update({"rest.address": "localhost", "rest.bind-address": "localhost", "rest.port": "0"})
+        return conf

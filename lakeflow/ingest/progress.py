@@ -1,0 +1,162 @@
+"""Progress of a run, read from what it committed: the part files at the table location.
+
+A part file is committed when the checkpoint that rolled it completes (it is then renamed from a
+hidden ``.part-….inprogress.…`` to ``part-….json``). The JSON-array writer puts one reading per
+line, so a committed file holds as many readings as newlines. :class:`ProgressWatcher` logs a
+line per commit while the job runs; :func:`summarize` tells what the run left behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping, Optional
+from urllib.parse import urlparse
+
+from lakeflow.credentials import S3ASettings
+from lakeflow.ingest.sink import PART_SUFFIX
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartFile:
+    name: str
+    size: int
+    records: int
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The part files at a location: ``committed`` by name, ``uncommitted`` hidden names."""
+
+    committed: Mapping[str, PartFile]
+    uncommitted: tuple[str, ...]
+
+
+def records_in(data: bytes) -> int:
+    """Readings in one part file written by ``JsonArrayWriterFactory`` (one per line)."""
+    return data.count(b"\n")
+
+
+class PartFiles:
+    """Lists a table location's part files (a local directory, or S3 through boto3)."""
+
+    def __init__(self, location: str, s3a: Optional[S3ASettings] = None) -> None:
+        self.location = location.rstrip("/")
+        parsed = urlparse(self.location)
+        self._s3 = parsed.scheme in ("s3", "s3a")
+        if self._s3:
+            import boto3
+
+            self._bucket, self._prefix = parsed.netloc, parsed.path.strip("/") + "/"
+            self._client = boto3.client("s3", **(s3a.boto3() if s3a else {}))
+        else:
+            self._dir = Path(parsed.path)
+
+    def scan(self, known: Mapping[str, PartFile] = {}) -> Listing:
+        """Every part file now; readings are counted only in files not in ``known``."""
+        committed: dict[str, PartFile] = {}
+        uncommitted: list[str] = []
+        for name, size in self._entries():
+            if name.startswith("."):
+                if ".inprogress" in name:
+                    uncommitted.append(name)
+            elif name.endswith(PART_SUFFIX):
+                seen = known.get(name)
+                committed[name] = seen if seen and seen.size == size else PartFile(name, size, records_in(self._read(name)))
+        return Listing(committed, tuple(sorted(uncommitted)))
+
+    def _entries(self) -> Iterator[tuple[str, int]]:
+        if self._s3:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self._bucket, Prefix=self._prefix, Delimiter="/")
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    yield obj["Key"][len(self._prefix):], int(obj["Size"])
+        elif self._dir.is_dir():
+            for entry in self._dir.iterdir():
+                if entry.is_file():
+                    yield entry.name, entry.stat().st_size
+
+    def _read(self, name: str) -> bytes:
+        if self._s3:
+            return self._client.get_object(Bucket=self._bucket, Key=self._prefix + name)["Body"].read()
+        return (self._dir / name).read_bytes()
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What one run committed (files that were not there when it started)."""
+
+    location: str
+    files: int
+    records: int
+    bytes: int
+    uncommitted: tuple[str, ...]
+
+    def __str__(self) -> str:
+        text = f"{self.files} files, {self.records} readings, {_size(self.bytes)} → {self.location}"
+        if self.uncommitted:
+            text += f" ({len(self.uncommitted)} uncommitted in-progress files left)"
+        return text
+
+
+def summarize(listing: Listing, before: Mapping[str, PartFile], location: str) -> Summary:
+    new = [f for name, f in listing.committed.items() if name not in before]
+    return Summary(location, len(new), sum(f.records for f in new), sum(f.size for f in new),
+                   listing.uncommitted)
+
+
+class ProgressWatcher:
+    """Logs a line whenever new part files are committed (about one per checkpoint), from a
+    daemon thread polling the location every ``poll_s`` seconds."""
+
+    def __init__(self, files: PartFiles, poll_s: float) -> None:
+        self.files = files
+        self.poll_s = poll_s
+        self.before = files.scan().committed
+        self.first_commit_at: Optional[float] = None
+        self._known = dict(self.before)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lakeflow-progress", daemon=True)
+
+    def start(self) -> "ProgressWatcher":
+        self._thread.start()
+        return self
+
+    def stop(self) -> Summary:
+        """Stop polling; the summary of everything committed since the watcher was created."""
+        self._stop.set()
+        self._thread.join()
+        return self.poll()
+
+    def poll(self) -> Summary:
+        listing = self.files.scan(self._known)
+        new = [f for name, f in listing.committed.items() if name not in self._known]
+        if new:
+            self.first_commit_at = self.first_commit_at or time.monotonic()
+            self._known.update((f.name, f) for f in new)
+            total = summarize(listing, self.before, self.files.location)
+            log.info("committed %d file(s), %d readings, %s → %s (run total: %d files, %d readings)",
+                     len(new), sum(f.records for f in new), _size(sum(f.size for f in new)),
+                     self.files.location, total.files, total.records)
+        return summarize(listing, self.before, self.files.location)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.poll()
+            except Exception as exc:  # a flaky listing must not end the run
+                log.warning("progress: cannot list %s: %s", self.files.location, exc)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"

@@ -1,0 +1,66 @@
+"""Where the part files go: the filesystem a location needs, and handing it the table's S3A
+settings (vended credentials included) in the JVM whose TaskManager writes the files.
+
+Flink's filesystems read their configuration once, when a process initialises them — a
+TaskManager at start, from its ``config.yaml``; a job's own configuration never reaches them.
+So: an in-process MiniCluster (``make run``) gets ``fs.s3a.*`` through
+:func:`configure_local_filesystems` before the job starts; a standalone cluster gets them in its
+``config.yaml`` (mode 0600) when it is started (``lakeflow ingest cluster-up``). Either way no
+credential appears in the job configuration, a command line or a log.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlparse
+
+S3_SCHEMES = ("s3", "s3a")
+S3_PLUGIN = "flink-s3-fs-hadoop"
+
+
+class IngestError(RuntimeError):
+    """The ingestion job cannot run as configured; the message says what to do."""
+
+
+def plugins_dir() -> Path:
+    """The plugin folder Flink loads: ``$FLINK_PLUGINS_DIR``, else the wheel's ``pyflink/plugins``."""
+    if os.environ.get("FLINK_PLUGINS_DIR"):
+        return Path(os.environ["FLINK_PLUGINS_DIR"])
+    from lakeflow.flink_cluster import flink_home
+
+    return flink_home() / "plugins"
+
+
+def require_filesystem(location: str) -> None:
+    """Fail before submitting when Flink cannot write ``location``: ``file://`` always works,
+    ``s3://``/``s3a://`` need the flink-s3-fs-hadoop plugin, anything else is not supported."""
+    scheme = urlparse(location).scheme
+    if scheme == "file":
+        return
+    if scheme in S3_SCHEMES:
+        folder = plugins_dir()
+        if not any(folder.glob(f"*/{S3_PLUGIN}-*.jar")):
+            raise IngestError(
+                f"the table location {location} is on S3, but Flink has no {S3_PLUGIN} plugin in "
+                f"{folder}: run `make flink-plugins` (copies it from $FLINK_HOME/opt of a Flink "
+                "distribution of the same version) and start again")
+        return
+    raise IngestError(f"the table location {location!r} has scheme {scheme!r}: expected file:// "
+                      "or s3:// (s3a://)")
+
+
+def configure_local_filesystems(location: str, s3a: Mapping[str, str]) -> None:
+    """Initialise Flink's filesystems in this process's JVM (the gateway that hosts the
+    MiniCluster) with the plugins folder and ``s3a``. Only S3 locations need it."""
+    if urlparse(location).scheme not in S3_SCHEMES:
+        return
+    from pyflink.java_gateway import get_gateway
+
+    jvm = get_gateway().jvm
+    conf = jvm.org.apache.flink.configuration.Configuration()
+    for key, value in s3a.items():
+        conf.setString(key, value)
+    plugins = jvm.org.apache.flink.core.plugin.PluginUtils.createPluginManagerFromRootFolder(conf)
+    jvm.org.apache.flink.core.fs.FileSystem.initialize(conf, plugins)

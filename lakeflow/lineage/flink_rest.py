@@ -1,0 +1,402 @@
+"""The Flink JobManager REST client: what the harvester reads, typed at the edge.
+
+Endpoints: ``/v1/config``, ``/v1/jobs/overview``, ``/v1/jobs/{id}`` (with its plan; ``/plan`` when
+a JobManager leaves it out), ``/config``, ``/checkpoints``, ``/checkpoints/config``,
+``/exceptions`` and, for live jobs, the vertex metrics. Retries, backoff and timeouts come from
+:mod:`lakeflow.http` (5xx, 429 and connection errors are retried); every payload becomes a frozen
+dataclass here, and every malformed answer becomes a :class:`FlinkRestError` naming the URL.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, TypeVar
+
+import requests
+
+from lakeflow.secret import Secret
+
+T = TypeVar("T")
+MAX_BODY_BYTES = 64 * 1024 * 1024  # a JobManager answer larger than this is refused, not buffered
+LIVE_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "FAILING", "CANCELLING", "RESTARTING",
+                         "RECONCILING"})
+# Task-level I/O counters of a vertex (aggregated over its subtasks) for live jobs.
+VERTEX_METRICS = ("numRecordsIn", "numRecordsOut", "numBytesIn", "numBytesOut")
+
+
+class FlinkRestError(RuntimeError):
+    """A JobManager (or SQL Gateway) request failed or answered something unusable; ``status`` is
+    the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Auth:
+    """Bearer token or HTTP basic credentials (never both); secrets stay wrapped."""
+
+    token: Optional[Secret] = None
+    username: Optional[str] = None
+    password: Optional[Secret] = None
+
+    def __post_init__(self) -> None:
+        if self.token and (self.username or self.password):
+            raise ValueError("Flink auth: give a bearer token or username/password, not both")
+        if bool(self.username) != bool(self.password):
+            raise ValueError("Flink auth: username and password go together")
+
+    def apply(self, session: requests.Session) -> None:
+        if self.token:
+            session.headers["Authorization"] = f"Bearer {self.token.reveal()}"
+        elif self.username and self.password:
+            session.auth = (self.username, self.password.reveal())
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach a REST endpoint: URL, auth, TLS, timeout and retries."""
+
+    url: str
+    auth: Auth = Auth()
+    verify_ssl: bool = True
+    timeout_s: float = 30.0
+    max_retries: int = 3
+    backoff_s: float = 0.5
+
+
+def new_session(conn: Connection) -> requests.Session:
+    """The one place a harvester HTTP session is made (lakeflow.http: retries, backoff, timeout)."""
+    from lakeflow.http import HttpOptions, new_session as http_session
+
+    session = http_session(HttpOptions(timeout=conn.timeout_s, max_retries=conn.max_retries,
+                                       backoff=conn.backoff_s, backoff_max=10.0, jitter=0.1,
+                                       retry_after_max=30, verify=conn.verify_ssl))
+    conn.auth.apply(session)
+    return session
+
+
+def read_json(response: requests.Response, what: str) -> Any:
+    """The JSON body of a successful answer, bounded in size; a clear error otherwise."""
+    try:
+        if response.status_code >= 400:
+            body = response.raw.read(2000, decode_content=True).decode("utf-8", "replace")
+            raise FlinkRestError(f"{what}: HTTP {response.status_code}: {_error_text(body)}",
+                                 response.status_code)
+        chunks, size = [], 0
+        for chunk in response.iter_content(1024 * 1024):
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise FlinkRestError(f"{what}: answer larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB refused")
+            chunks.append(chunk)
+    except requests.RequestException as exc:
+        raise FlinkRestError(f"{what}: reading the answer failed: {exc}") from exc
+    finally:
+        response.close()
+    body = b"".join(chunks)
+    try:
+        return json.loads(body)
+    except ValueError:
+        kind = response.headers.get("Content-Type", "unknown content type")
+        raise FlinkRestError(f"{what}: answer is not JSON ({kind}, {len(body)} bytes): "
+                             f"{body[:120].decode('utf-8', 'replace')!r}") from None
+
+
+def _error_text(body: str) -> str:
+    try:
+        errors = json.loads(body).get("errors")
+        if isinstance(errors, list) and errors:
+            return str(errors[0]).strip().splitlines()[0][:300]
+    except (ValueError, AttributeError):
+        pass
+    return body.strip()[:300] or "(empty body)"
+
+
+# --- typed payloads -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    flink_version: str
+    flink_revision: str
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    jid: str
+    name: str
+    state: str
+    job_type: Optional[str]  # STREAMING / BATCH (absent before Flink 1.20)
+    start_time: int
+    end_time: int  # -1 while live
+
+
+@dataclass(frozen=True)
+class IOMetrics:
+    records_in: int = 0
+    records_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+    def __add__(self, other: "IOMetrics") -> "IOMetrics":
+        return IOMetrics(self.records_in + other.records_in, self.records_out + other.records_out,
+                         self.bytes_in + other.bytes_in, self.bytes_out + other.bytes_out)
+
+
+@dataclass(frozen=True)
+class Vertex:
+    id: str
+    name: str
+    parallelism: int
+    status: str
+    io: IOMetrics
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    id: str
+    description: str
+    parallelism: int
+    inputs: tuple[str, ...]  # ids of upstream plan nodes
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    jid: str
+    name: str
+    state: str
+    job_type: Optional[str]
+    start_time: int
+    end_time: int
+    max_parallelism: int
+    vertices: tuple[Vertex, ...]
+    plan: Optional[tuple[PlanNode, ...]]  # None when the answer carried no plan
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    user_config: Mapping[str, str]
+    restart_strategy: str
+
+
+@dataclass(frozen=True)
+class CheckpointStats:
+    completed: int
+    failed: int
+    restored: int
+    latest_completed_ms: Optional[int]
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    mode: str
+    interval_ms: Optional[int]  # None: checkpointing disabled
+    state_backend: str
+    storage: str
+    externalized: bool
+
+
+@dataclass(frozen=True)
+class Failure:
+    timestamp: int
+    exception: str
+    root_cause: str  # the innermost "Caused by" (or a concurrent task failure), one line
+
+
+@dataclass(frozen=True)
+class ExceptionHistory:
+    failures: tuple[Failure, ...]  # newest first, as Flink lists them
+    truncated: bool
+
+
+def _get(d: Any, key: str, kind: Callable[[Any], T], what: str, default: Any = ...) -> T:
+    if not isinstance(d, Mapping):
+        raise FlinkRestError(f"{what}: expected a JSON object, got {type(d).__name__}")
+    if key not in d or d[key] is None:
+        if default is ...:
+            raise FlinkRestError(f"{what}: field {key!r} missing")
+        return default
+    try:
+        return kind(d[key])
+    except (TypeError, ValueError) as exc:
+        raise FlinkRestError(f"{what}: field {key!r} has an unexpected value {d[key]!r}") from exc
+
+
+def _list(d: Any, key: str, what: str) -> list:
+    value = _get(d, key, lambda v: v, what, [])
+    if not isinstance(value, list):
+        raise FlinkRestError(f"{what}: field {key!r} should be a list")
+    return value
+
+
+def _int(v: Any) -> int:
+    return int(v) if not isinstance(v, str) or v.lstrip("-").isdigit() else 0  # "NaN" → 0
+
+
+def parse_cluster_config(d: Any) -> ClusterConfig:
+    w = "GET /v1/config"
+    return ClusterConfig(_get(d, "flink-version", str, w), _get(d, "flink-revision", str, w, ""))
+
+
+def parse_overview(d: Any) -> tuple[JobSummary, ...]:
+    w = "GET /v1/jobs/overview"
+    return tuple(JobSummary(
+        jid=_get(j, "jid", str, w), name=_get(j, "name", str, w), state=_get(j, "state", str, w),
+        job_type=_get(j, "jobType", str, w, None), start_time=_get(j, "start-time", int, w, -1),
+        end_time=_get(j, "end-time", int, w, -1)) for j in _list(d, "jobs", w))
+
+
+def parse_plan(d: Any, what: str) -> tuple[PlanNode, ...]:
+    return tuple(PlanNode(
+        id=_get(n, "id", str, what), description=_get(n, "description", str, what, ""),
+        parallelism=_get(n, "parallelism", int, what, 0),
+        inputs=tuple(_get(i, "id", str, what) for i in _list(n, "inputs", what)))
+        for n in _list(d, "nodes", what))
+
+
+def parse_job(d: Any) -> JobDetail:
+    w = f"GET /v1/jobs/{d.get('jid') if isinstance(d, Mapping) else '?'}"
+    vertices = []
+    for v in _list(d, "vertices", w):
+        m = _get(v, "metrics", dict, w, {})
+        vertices.append(Vertex(
+            id=_get(v, "id", str, w), name=_get(v, "name", str, w), parallelism=_get(v, "parallelism", int, w, 0),
+            status=_get(v, "status", str, w, ""),
+            io=IOMetrics(_int(m.get("read-records", 0)), _int(m.get("write-records", 0)),
+                         _int(m.get("read-bytes", 0)), _int(m.get("write-bytes", 0)))))
+    plan = d.get("plan")
+    return JobDetail(
+        jid=_get(d, "jid", str, w), name=_get(d, "name", str, w), state=_get(d, "state", str, w),
+        job_type=_get(d, "job-type", str, w, None), start_time=_get(d, "start-time", int, w, -1),
+        end_time=_get(d, "end-time", int, w, -1), max_parallelism=_get(d, "maxParallelism", int, w, -1),
+        vertices=tuple(vertices), plan=parse_plan(plan, w + " plan") if isinstance(plan, Mapping) else None)
+
+
+def parse_job_config(d: Any, jid: str) -> JobConfig:
+    w = f"GET /v1/jobs/{jid}/config"
+    ec = _get(d, "execution-config", dict, w, {})
+    user = _get(ec, "user-config", dict, w, {})
+    return JobConfig(user_config={str(k): str(v) for k, v in user.items()},
+                     restart_strategy=_get(ec, "restart-strategy", str, w, ""))
+
+
+def parse_checkpoints(d: Any, jid: str) -> CheckpointStats:
+    w = f"GET /v1/jobs/{jid}/checkpoints"
+    counts = _get(d, "counts", dict, w, {})
+    latest = _get(d, "latest", dict, w, {})
+    completed = latest.get("completed") if isinstance(latest, Mapping) else None
+    return CheckpointStats(completed=_get(counts, "completed", int, w, 0), failed=_get(counts, "failed", int, w, 0),
+                           restored=_get(counts, "restored", int, w, 0),
+                           latest_completed_ms=_get(completed, "latest_ack_timestamp", int, w, None)
+                           if isinstance(completed, Mapping) else None)
+
+
+def parse_checkpoint_config(d: Any, jid: str) -> CheckpointConfig:
+    w = f"GET /v1/jobs/{jid}/checkpoints/config"
+    interval = _get(d, "interval", int, w, None)
+    ext = _get(d, "externalization", dict, w, {})
+    return CheckpointConfig(
+        mode=_get(d, "mode", str, w, ""),
+        interval_ms=None if interval is None or interval >= 2**63 - 1 else interval,
+        state_backend=_get(d, "state_backend", str, w, ""), storage=_get(d, "checkpoint_storage", str, w, ""),
+        externalized=bool(ext.get("enabled", False)))
+
+
+def parse_exceptions(d: Any, jid: str) -> ExceptionHistory:
+    w = f"GET /v1/jobs/{jid}/exceptions"
+    history = _get(d, "exceptionHistory", dict, w, {})
+    failures = []
+    for e in _list(history, "entries", w):
+        trace = _get(e, "stacktrace", str, w, "")
+        first = trace.splitlines()[0] if trace else _get(e, "exceptionName", str, w, "")
+        causes = [line[len("Caused by: "):] for line in trace.splitlines() if line.startswith("Caused by: ")]
+        concurrent = [c.get("stacktrace", "").splitlines()[0] for c in _list(e, "concurrentExceptions", w)
+                      if isinstance(c, Mapping) and c.get("stacktrace")]
+        root = causes[-1] if causes else (concurrent[0] if concurrent else first)
+        failures.append(Failure(timestamp=_get(e, "timestamp", int, w, 0), exception=first.strip()[:500],
+                                root_cause=root.strip()[:500]))
+    return ExceptionHistory(failures=tuple(failures), truncated=bool(history.get("truncated", False)))
+
+
+def parse_vertex_metrics(d: Any, what: str) -> IOMetrics:
+    if not isinstance(d, list):
+        raise FlinkRestError(f"{what}: expected a JSON list of metrics")
+    values = {m.get("id"): _int(float(m.get("sum", 0))) for m in d if isinstance(m, Mapping)}
+    return IOMetrics(values.get("numRecordsIn", 0), values.get("numRecordsOut", 0),
+                     values.get("numBytesIn", 0), values.get("numBytesOut", 0))
+
+
+# --- the client -----------------------------------------------------------------------------
+
+
+class FlinkRestClient:
+    """Typed reads from one JobManager; safe to share between threads (one pooled session)."""
+
+    def __init__(self, conn: Connection, session: Optional[requests.Session] = None) -> None:
+        self.conn = conn
+        self.base = conn.url.rstrip("/")
+        self._session = session or new_session(conn)
+
+    def close(self) -> None:
+        self._session.close()
+
+    def get(self, path: str) -> Any:
+        """GET ``/v1{path}`` → parsed JSON (retried by the session on 5xx/429/connection errors)."""
+        url = f"{self.base}/v1{path}"
+        try:
+            response = self._session.get(url, stream=True, timeout=self.conn.timeout_s)
+        except requests.RequestException as exc:
+            raise FlinkRestError(f"GET {url}: {_reason(exc)}") from exc
+        return read_json(response, f"GET {url}")
+
+    def cluster_config(self) -> ClusterConfig:
+        return parse_cluster_config(self.get("/config"))
+
+    def jobs(self) -> tuple[JobSummary, ...]:
+        return parse_overview(self.get("/jobs/overview"))
+
+    def job(self, jid: str) -> JobDetail:
+        detail = parse_job(self.get(f"/jobs/{jid}"))
+        if detail.plan is None:  # some JobManagers leave the plan out of the job details
+            plan = self.get(f"/jobs/{jid}/plan")
+            detail = JobDetail(**{**detail.__dict__, "plan": parse_plan(plan.get("plan", plan), f"GET /v1/jobs/{jid}/plan")})
+        return detail
+
+    def job_config(self, jid: str) -> JobConfig:
+        return parse_job_config(self.get(f"/jobs/{jid}/config"), jid)
+
+    def checkpoints(self, jid: str) -> Optional[CheckpointStats]:
+        """None when checkpointing is not enabled (Flink answers 404, e.g. for batch jobs)."""
+        d = self._unless_404(f"/jobs/{jid}/checkpoints")
+        return None if d is None else parse_checkpoints(d, jid)
+
+    def checkpoint_config(self, jid: str) -> Optional[CheckpointConfig]:
+        """None when checkpointing is not enabled."""
+        d = self._unless_404(f"/jobs/{jid}/checkpoints/config")
+        return None if d is None else parse_checkpoint_config(d, jid)
+
+    def _unless_404(self, path: str) -> Any:
+        try:
+            return self.get(path)
+        except FlinkRestError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def exceptions(self, jid: str) -> ExceptionHistory:
+        return parse_exceptions(self.get(f"/jobs/{jid}/exceptions"), jid)
+
+    def vertex_io(self, jid: str, vid: str) -> IOMetrics:
+        """Task I/O counters of a live vertex, summed over its subtasks."""
+        path = f"/jobs/{jid}/vertices/{vid}/subtasks/metrics?get={','.join(VERTEX_METRICS)}&agg=sum"
+        return parse_vertex_metrics(self.get(path), f"GET {path}")
+
+
+def _reason(exc: requests.RequestException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:400]}"

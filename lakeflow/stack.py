@@ -1,0 +1,376 @@
+"""Bootstrap a Lakekeeper for lakeflow: accept the terms, create the warehouse, the namespace.
+
+Idempotent: a server already bootstrapped (400 ``CatalogAlreadyBootstrapped``), a warehouse of
+the same name (looked up, not recreated) and existing namespaces (409) are all fine, so it runs
+on every ``make stack``. Configured by ``STACK_*`` variables (the environment over
+``deploy/stack.env``, the local stack's development defaults); works against any Lakekeeper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
+from urllib.parse import quote, urlparse
+
+from lakeflow.catalog.base import CatalogError
+from lakeflow.secret import Secret
+from lakeflow.settings import SettingsError, read_env_file
+
+if TYPE_CHECKING:  # requests is imported where it is used: `lakeflow --help` stays fast
+    import requests
+
+DEFAULT_STACK_ENV = Path("deploy/stack.env")
+_LEVEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
+_FLAVORS = ("s3-compat", "aws")
+# Lakekeeper's type, and the Iceberg REST spec's name for the same 409.
+_NAMESPACE_EXISTS = ("NamespaceAlreadyExists", "AlreadyExistsException")
+
+Report = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Where Lakekeeper is, how to authenticate, and the warehouse + namespace to create."""
+
+    lakekeeper: str
+    token_url: Optional[str]
+    client_id: Optional[str]
+    client_secret: Optional[Secret]
+    scope: Optional[str]
+    warehouse: str
+    bucket: str
+    key_prefix: str
+    s3_endpoint: Optional[str]  # as Lakekeeper reaches the store (vended to clients)
+    s3_public_endpoint: Optional[str]  # as a client on this host reaches it (S3_ENDPOINT)
+    s3_region: str
+    path_style: bool
+    flavor: str
+    sts_enabled: bool
+    access_key_id: Secret
+    secret_access_key: Secret
+    namespace: tuple[str, ...]
+
+    def storage_profile(self) -> dict[str, object]:
+        """The ``storage-profile`` of ``POST /management/v1/warehouse`` (S3Profile)."""
+        profile: dict[str, object] = {
+            "type": "s3", "bucket": self.bucket, "key-prefix": self.key_prefix,
+            "region": self.s3_region, "path-style-access": self.path_style,
+            "flavor": self.flavor, "sts-enabled": self.sts_enabled,
+        }
+        if self.s3_endpoint:
+            profile["endpoint"] = self.s3_endpoint
+        return profile
+
+    def storage_credential(self) -> dict[str, str]:
+        """The ``storage-credential`` (S3 access key). Holds secrets: request bodies only."""
+        return {"type": "s3", "credential-type": "access-key",
+                "aws-access-key-id": self.access_key_id.reveal(),
+                "aws-secret-access-key": self.secret_access_key.reveal()}
+
+
+def load_stack_config(env: Mapping[str, str], env_file: Optional[Path] = DEFAULT_STACK_ENV) -> StackConfig:
+    """``STACK_*`` (and ``NAMESPACE``) from ``env`` over ``env_file``; every error at once."""
+    values = {**(read_env_file(env_file) if env_file else {}),
+              **{k: v for k, v in env.items() if v.strip()}}
+    errors: list[str] = []
+
+    def get(name: str, default: Optional[str] = None) -> Optional[str]:
+        v = values.get(name, "").strip()
+        return v or default
+
+    def required(name: str, expected: str) -> str:
+        v = get(name)
+        if v is None:
+            errors.append(f"{name} is missing: expected {expected}")
+        return v or ""
+
+    def url(name: str, default: Optional[str] = None) -> Optional[str]:
+        v = get(name, default)
+        if v is not None and (urlparse(v).scheme not in ("http", "https") or not urlparse(v).netloc):
+            errors.append(f"{name}={v!r}: expected an http(s) URL")
+        return v.rstrip("/") if v else None
+
+    def flag(name: str, default: str) -> bool:
+        v = (get(name, default) or default).lower()
+        if v not in ("true", "false"):
+            errors.append(f"{name}={v!r}: expected true or false")
+        return v == "true"
+
+    token_url = url("STACK_OAUTH_TOKEN_URL")
+    client_id = get("STACK_OAUTH_CLIENT_ID")
+    secret = get("STACK_OAUTH_CLIENT_SECRET")
+    if token_url and not (client_id and secret):
+        errors.append("STACK_OAUTH_CLIENT_ID and STACK_OAUTH_CLIENT_SECRET are needed with "
+                      "STACK_OAUTH_TOKEN_URL (leave all three empty for a Lakekeeper without auth)")
+    flavor = get("STACK_S3_FLAVOR", "s3-compat") or ""
+    if flavor not in _FLAVORS:
+        errors.append(f"STACK_S3_FLAVOR={flavor!r}: expected one of {', '.join(_FLAVORS)}")
+    namespace_raw = get("NAMESPACE", "iot") or "iot"
+    namespace = tuple(namespace_raw.split("."))
+    if not all(_LEVEL.match(level) for level in namespace):
+        errors.append(f"NAMESPACE={namespace_raw!r}: expected dot-separated levels of letters, "
+                      "digits, '_' or '-'")
+    warehouse = required("STACK_WAREHOUSE", "the warehouse name to create, e.g. lakeflow")
+    if "/" in warehouse:
+        errors.append(f"STACK_WAREHOUSE={warehouse!r}: a warehouse name may not contain '/'")
+
+    config = StackConfig(
+        lakekeeper=url("STACK_LAKEKEEPER_URL", "http://localhost:8181") or "",
+        token_url=token_url,
+        client_id=client_id if token_url else None,
+        client_secret=Secret(secret) if token_url and secret else None,
+        scope=get("STACK_OAUTH_SCOPE", "lakekeeper") if token_url else None,
+        warehouse=warehouse,
+        bucket=required("STACK_BUCKET", "the S3 bucket of the warehouse"),
+        key_prefix=(get("STACK_KEY_PREFIX", "") or "").strip("/"),
+        s3_endpoint=url("STACK_S3_ENDPOINT"),
+        s3_public_endpoint=url("STACK_S3_PUBLIC_ENDPOINT"),
+        s3_region=get("STACK_S3_REGION", "us-east-1") or "us-east-1",
+        path_style=flag("STACK_S3_PATH_STYLE", "true"),
+        flavor=flavor,
+        sts_enabled=flag("STACK_STS_ENABLED", "true"),
+        access_key_id=Secret(required("STACK_S3_ACCESS_KEY_ID", "the S3 access key Lakekeeper uses")),
+        secret_access_key=Secret(required("STACK_S3_SECRET_ACCESS_KEY", "the S3 secret key Lakekeeper uses")),
+        namespace=namespace,
+    )
+    if errors:
+        where = f" (environment over {env_file})" if env_file else " (from the environment only)"
+        raise SettingsError(f"invalid stack settings{where}:\n  " + "\n  ".join(errors))
+    return config
+
+
+def error_from(resp: requests.Response, what: str) -> CatalogError:
+    """A ``CatalogError`` carrying Lakekeeper's ``type``, ``message`` and error id (plain text tolerated)."""
+    try:
+        err = resp.json()["error"]
+        message, type_ = str(err.get("message", "")), str(err.get("type", ""))
+        error_id = next((s.split(":", 1)[1].strip() for s in err.get("stack") or []
+                         if isinstance(s, str) and s.startswith("Error ID:")), "")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        message, type_, error_id = resp.text.strip()[:500] or resp.reason, "", ""
+    return CatalogError(f"{what}: {message}", type=type_, code=resp.status_code, error_id=error_id)
+
+
+class LakekeeperAdmin:
+    """The management and catalog calls the bootstrap makes, over one ``requests`` session."""
+
+    def __init__(self, base_url: str, session: requests.Session) -> None:
+        self.base = base_url.rstrip("/")
+        self.session = session
+
+    def _call(self, method: str, path: str, **kwargs: object) -> requests.Response:
+        import requests
+
+        from lakeflow.auth import AuthError
+
+        try:
+            resp = self.session.request(method, self.base + path, **kwargs)
+        except AuthError as exc:
+            raise CatalogError(str(exc)) from None
+        except requests.RequestException as exc:
+            raise CatalogError(f"{method} {self.base}{path} failed: {type(exc).__name__}") from exc
+        if resp.status_code == 401:
+            raise error_from(resp, f"{method} {path}: not authenticated (set STACK_OAUTH_*; a "
+                                   "token's aud must hold Lakekeeper's audience and its iss be "
+                                   "an accepted issuer: docs/oauth.md)")
+        return resp
+
+    def bootstrap(self) -> bool:
+        """Accept the terms of use; False when the server was already bootstrapped."""
+        resp = self._call("POST", "/management/v1/bootstrap", json={"accept-terms-of-use": True})
+        if resp.status_code == 204:
+            return True
+        error = error_from(resp, "bootstrap")
+        if resp.status_code == 400 and error.type == "CatalogAlreadyBootstrapped":
+            return False
+        raise error
+
+    def find_warehouse(self, name: str) -> Optional[dict]:
+        """The warehouse called ``name`` (GetWarehouseResponse), or None."""
+        resp = self._call("GET", "/management/v1/warehouse")
+        if resp.status_code != 200:
+            raise error_from(resp, "list warehouses")
+        return next((w for w in resp.json()["warehouses"] if w["name"] == name), None)
+
+    def create_warehouse(self, config: StackConfig) -> Optional[str]:
+        """Create the warehouse; its id, or None when the name is taken (409)."""
+        body = {"warehouse-name": config.warehouse, "storage-profile": config.storage_profile(),
+                "storage-credential": config.storage_credential()}
+        resp = self._call("POST", "/management/v1/warehouse", json=body)
+        if resp.status_code == 201:
+            return str(resp.json()["warehouse-id"])
+        error = error_from(resp, f"create warehouse {config.warehouse}")
+        if resp.status_code == 409 and error.type == "WarehouseNameAlreadyExists":
+            return None
+        raise error
+
+    def create_namespace(self, prefix: str, levels: Sequence[str]) -> bool:
+        """Create one namespace (its parent must exist); False when it already exists."""
+        resp = self._call("POST", f"/catalog/v1/{quote(prefix, safe='')}/namespaces",
+                          json={"namespace": list(levels), "properties": {}})
+        if resp.status_code == 200:
+            return True
+        error = error_from(resp, f"create namespace {'.'.join(levels)}")
+        if resp.status_code == 409 and error.type in _NAMESPACE_EXISTS:
+            return False
+        raise error
+
+
+def wait_healthy(base_url: str, timeout_s: float, report: Report, interval_s: float = 1.0) -> None:
+    """Poll ``GET /health`` until it answers 200; a ``CatalogError`` after ``timeout_s``."""
+    import requests
+
+    url = base_url.rstrip("/") + "/health"
+    start = time.monotonic()
+    next_note, last = start + 10, "no answer"
+    while True:
+        try:
+            resp = requests.get(url, timeout=2)
+            if resp.status_code == 200:
+                return
+            last = f"HTTP {resp.status_code}"
+        except requests.RequestException as exc:
+            last = type(exc).__name__
+        now = time.monotonic()
+        if now - start >= timeout_s:
+            raise CatalogError(f"Lakekeeper at {base_url} is not healthy after {timeout_s:.0f} s "
+                               f"(last: {last}); is the stack up? (docker compose ps)")
+        if now >= next_note:
+            report(f"waiting for Lakekeeper at {url} ({now - start:.0f} s, last: {last})")
+            next_note = now + 10
+        time.sleep(interval_s)
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    warehouse_id: str
+    bootstrapped: bool  # this run bootstrapped the server
+    warehouse_created: bool
+    namespaces_created: tuple[tuple[str, ...], ...]
+
+
+def bootstrap_stack(admin: LakekeeperAdmin, config: StackConfig, report: Report) -> BootstrapResult:
+    """Bootstrap, ensure the warehouse, ensure the namespace (parents first); report each step."""
+    bootstrapped = admin.bootstrap()
+    report("server: bootstrapped" if bootstrapped else "server: already bootstrapped")
+
+    warehouse_id, created = _ensure_warehouse(admin, config, report)
+    report(f"warehouse {config.warehouse}: {'created' if created else 'exists'} ({warehouse_id})")
+
+    made: list[tuple[str, ...]] = []
+    for depth in range(1, len(config.namespace) + 1):
+        levels = config.namespace[:depth]
+        new = admin.create_namespace(warehouse_id, levels)
+        report(f"namespace {'.'.join(levels)}: {'created' if new else 'exists'}")
+        if new:
+            made.append(levels)
+    return BootstrapResult(warehouse_id, bootstrapped, created, tuple(made))
+
+
+def _ensure_warehouse(admin: LakekeeperAdmin, config: StackConfig, report: Report) -> tuple[str, bool]:
+    """The warehouse's id, and whether this call created it (an existing one is kept as it is)."""
+    existing = admin.find_warehouse(config.warehouse)
+    if existing is None:
+        new_id = admin.create_warehouse(config)
+        if new_id is not None:
+            return new_id, True
+        existing = admin.find_warehouse(config.warehouse)  # created meanwhile: 409
+        if existing is None:
+            raise CatalogError(f"warehouse {config.warehouse} exists (409) but is not listed: "
+                               "is it deactivated, or in another project?")
+    _report_drift(existing, config, report)
+    return str(existing["id"]), False
+
+
+def _report_drift(existing: Mapping, config: StackConfig, report: Report) -> None:
+    """Say so when an existing warehouse's storage differs from the configured one (not changed)."""
+    have = existing.get("storage-profile") or {}
+    want = config.storage_profile()
+    for key in ("bucket", "key-prefix", "endpoint", "sts-enabled"):
+        if key in want and have.get(key) != want[key]:
+            report(f"warning: warehouse {config.warehouse} has {key}={have.get(key)!r}, "
+                   f"configured {want[key]!r}; left as it is")
+
+
+def env_lines(config: StackConfig, result: BootstrapResult) -> dict[str, str]:
+    """The ``.env.local`` entries that point lakeflow at this Lakekeeper (secrets included)."""
+    lines = {"LAKEKEEPER": config.lakekeeper, "WAREHOUSE_ID": result.warehouse_id}
+    if config.token_url and config.client_id and config.client_secret:
+        lines.update(TOKEN="", OAUTH_TOKEN_URL=config.token_url, OAUTH_CLIENT_ID=config.client_id,
+                     OAUTH_CLIENT_SECRET=config.client_secret.reveal(),
+                     OAUTH_SCOPE=config.scope or "")
+    if config.s3_public_endpoint:
+        lines["S3_ENDPOINT"] = config.s3_public_endpoint
+    lines["NAMESPACE"] = ".".join(config.namespace)
+    return lines
+
+
+def write_env(path: Path, lines: Mapping[str, str]) -> None:
+    """Set ``lines`` in the dotenv file ``path`` (other lines kept; a new file is private, 0600)."""
+    from dotenv import set_key
+
+    for key, value in lines.items():
+        set_key(path, key, value, quote_mode="never")
+
+
+def open_session(config: StackConfig) -> requests.Session:
+    """A session for the bootstrap (lakeflow.http): OAuth2 client credentials when configured."""
+    from lakeflow.auth import BearerAuth, OAuthClientCredentials
+    from lakeflow.http import HttpOptions, new_session
+
+    options = HttpOptions(max_retries=3)
+    if not (config.token_url and config.client_id and config.client_secret):
+        return new_session(options)
+    provider = OAuthClientCredentials(config.token_url, config.client_id, config.client_secret,
+                                      config.scope, options=options)
+    return new_session(options, BearerAuth(provider))
+
+
+# --- CLI -------------------------------------------------------------------------------------
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """``lakeflow stack bootstrap``."""
+    stack = subparsers.add_parser("stack", help="set up a Lakekeeper for lakeflow (local Docker stack "
+                                                "or any server)", description=__doc__)
+    sub = stack.add_subparsers(dest="stack_command", metavar="COMMAND", required=True)
+    boot = sub.add_parser(
+        "bootstrap", help="bootstrap Lakekeeper, create the warehouse and namespace (idempotent)",
+        description="Wait for Lakekeeper's /health, accept the terms of use (once), create the "
+                    "warehouse STACK_WAREHOUSE unless it exists, create NAMESPACE parents first, "
+                    "then print the .env.local lines that point lakeflow at it.")
+    boot.add_argument("--env-file", type=Path, default=DEFAULT_STACK_ENV,
+                      help="STACK_* defaults (the environment wins; default %(default)s)")
+    boot.add_argument("--wait", type=float, default=180.0, metavar="SECONDS",
+                      help="how long to wait for Lakekeeper's /health (default %(default)s)")
+    boot.add_argument("--write-env", type=Path, metavar="PATH",
+                      help="also set the printed entries in this dotenv file, e.g. .env.local "
+                           "(secrets are written there, never printed)")
+    boot.set_defaults(handler=_bootstrap_command)
+
+
+def _bootstrap_command(args: argparse.Namespace) -> int:
+    env_file = args.env_file if args.env_file.is_file() else None
+    if env_file is None and args.env_file != DEFAULT_STACK_ENV:
+        raise SettingsError(f"--env-file {args.env_file}: no such file")
+    config = load_stack_config(os.environ, env_file)
+    wait_healthy(config.lakekeeper, args.wait, print)
+    print(f"Lakekeeper at {config.lakekeeper} is healthy")
+    with open_session(config) as session:
+        result = bootstrap_stack(LakekeeperAdmin(config.lakekeeper, session), config, print)
+    lines = env_lines(config, result)
+    print(f"\nWAREHOUSE_ID={result.warehouse_id}\n\nlakeflow settings for this Lakekeeper (.env.local):")
+    for key, value in lines.items():
+        if value:  # an empty TOKEN= only clears a static token when written
+            print(f"{key}={'***' if key == 'OAUTH_CLIENT_SECRET' else value}")
+    if args.write_env:
+        write_env(args.write_env, lines)
+        print(f"\nwritten to {args.write_env}")
+    elif "OAUTH_CLIENT_SECRET" in lines:
+        print("\n(OAUTH_CLIENT_SECRET is STACK_OAUTH_CLIENT_SECRET; "
+              "`lakeflow stack bootstrap --write-env .env.local` writes all of them)")
+    return 0

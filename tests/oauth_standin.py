@@ -1,0 +1,97 @@
+"""An OAuth2 token endpoint stand-in (client-credentials grant) on 127.0.0.1.
+
+``POST /token`` with ``grant_type=client_credentials`` and the client's id and secret (form body
+or HTTP Basic) answers ``{"access_token", "token_type": "Bearer", "expires_in"}`` like Keycloak
+(no refresh token). Tokens are opaque and short-lived (``ttl``); ``is_valid`` tells a Lakekeeper
+stand-in which ones it should accept. ``token_requests`` counts the requests received.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import threading
+import time
+from typing import Any, Callable, Optional
+from urllib.parse import unquote_plus
+
+from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.wrappers import Request, Response
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class OAuthStandin:
+    """A token endpoint at ``.token_url`` for one confidential client."""
+
+    def __init__(self, client_id: str = "lakeflow", client_secret: Optional[str] = None,
+                 *, ttl: float = 300.0, delay: float = 0.0) -> None:
+        self.client_id = client_id
+        self.client_secret = client_secret or f"cs-{secrets.token_hex(16)}"
+        self.ttl = ttl
+        self.delay = delay  # seconds each token request takes (makes thread races visible)
+        self.token_requests = 0
+        self.scopes: list[Optional[str]] = []
+        self._issued: dict[str, float] = {}  # token -> expiry (monotonic)
+        self._lock = threading.Lock()
+        self._server = make_server("127.0.0.1", 0, self, threaded=True, request_handler=_QuietHandler)
+        self.url = f"http://127.0.0.1:{self._server.server_port}"
+        self.token_url = f"{self.url}/token"
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True,
+                                        name="oauth-standin")
+
+    def start(self) -> "OAuthStandin":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def is_valid(self, token: str) -> bool:
+        """True for a token this endpoint issued that has not expired or been revoked."""
+        with self._lock:
+            expiry = self._issued.get(token)
+        return expiry is not None and time.monotonic() < expiry
+
+    def revoke_all(self) -> None:
+        """Every token issued so far becomes invalid (as after a key rotation)."""
+        with self._lock:
+            self._issued.clear()
+
+    def __call__(self, environ: dict, start_response: Callable) -> Any:
+        request = Request(environ)
+        with self._lock:
+            self.token_requests += 1
+        if request.method != "POST" or request.path != "/token":
+            return _json(404, {"error": "not_found"})(environ, start_response)
+        if self.delay:
+            time.sleep(self.delay)
+        form = request.form
+        client_id, secret = form.get("client_id"), form.get("client_secret")
+        auth = request.headers.get("Authorization", "")
+        if auth.startswith("Basic "):
+            raw = base64.b64decode(auth[6:]).decode()
+            client_id, _, secret = (unquote_plus(p) for p in raw.partition(":"))
+        if form.get("grant_type") != "client_credentials":
+            answer = _json(400, {"error": "unsupported_grant_type"})
+        elif client_id != self.client_id or secret != self.client_secret:
+            answer = _json(401, {"error": "invalid_client",
+                                 "error_description": "Invalid client or Invalid client credentials"})
+        else:
+            token = f"at-{secrets.token_urlsafe(24)}"
+            with self._lock:
+                self._issued[token] = time.monotonic() + self.ttl
+                self.scopes.append(form.get("scope"))
+            answer = _json(200, {"access_token": token, "token_type": "Bearer",
+                                 "expires_in": self.ttl, "scope": form.get("scope") or ""})
+        return answer(environ, start_response)
+
+
+def _json(status: int, body: dict) -> Response:
+    return Response(json.dumps(body), status=status, content_type="application/json",
+                    headers={"Cache-Control": "no-store"})
