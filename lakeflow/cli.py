@@ -48,6 +48,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("botocore").setLevel(logging.INFO)  # its DEBUG log prints session tokens
     from lakeflow.settings import SettingsError
     from lakeflow.catalog.base import CatalogError
 

@@ -42,13 +42,14 @@ class HttpOptions:
     jitter: float = 0.5
     retry_after_max: int = 120
     verify: Union[bool, str] = True
+    retry_statuses: frozenset = RETRY_STATUSES  # e.g. without 500 where a 500 is a deterministic answer
 
     def retry(self) -> Retry:
         """The urllib3 retry policy these options describe."""
         return Retry(
             total=self.max_retries,
             allowed_methods=RETRY_METHODS,
-            status_forcelist=RETRY_STATUSES,
+            status_forcelist=self.retry_statuses,
             backoff_factor=self.backoff,
             backoff_max=self.backoff_max,
             backoff_jitter=self.jitter,

@@ -8,4 +8,6 @@ pytest_plugins = [
     "tests.fixtures_servers",
     "tests.fixtures_flink",
     "tests.fixtures_lakekeeper",
+    "tests.fixtures_harvest",
+    "tests.fixtures_compaction",
 ]

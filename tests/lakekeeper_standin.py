@@ -3,10 +3,9 @@
 It serves the generic-table API (``/lakekeeper/v1``) and warehouse-name resolution
 (``GET /catalog/v1/config``); warehouses and namespaces are set up in Python (``add_warehouse``,
 ``create_namespace``; the management API has its own stand-in, ``tests/management_standin.py``).
-Every request
-to ``/lakekeeper/v1`` and every answer it gives there is validated against Lakekeeper's OpenAPI
-document (``tests/contracts/``) with openapi-core; violations are collected in ``.violations``
-(the ``lakekeeper`` fixture fails the test when any are left). Vended credentials come from a real
+Every request to ``/lakekeeper/v1`` and every answer it gives there is validated against
+Lakekeeper's OpenAPI document (``tests/contracts/``) with openapi-core; violations are collected
+in ``.violations`` (the ``lakekeeper`` fixture fails the test when any are left). Vended credentials come from a real
 STS (moto's server): AssumeRole of a role whose policy allows only the table prefix.
 
 Fault knobs (``.faults``): N× 503 with Retry-After, 429, connection reset (before or after the
@@ -99,6 +98,7 @@ class Warehouse:
     idempotency: dict[str, tuple[int, bytes]] = field(default_factory=dict)
     in_flight: set[str] = field(default_factory=set)
     roles: dict[str, str] = field(default_factory=dict)  # table id -> role ARN
+    iceberg_tables: set[tuple[tuple[str, ...], str]] = field(default_factory=set)  # names taken
 
     @property
     def base(self) -> str:
@@ -161,7 +161,7 @@ class Faults:
         self._add(Fault("reset", times, after=after, **match))
 
     def delay(self, seconds: float, times: int = 1, **match: str) -> None:
-        """Answer ``seconds`` late (the request takes effect at the end)."""
+        """Answer ``seconds`` late; a mutation is "in progress" meanwhile and takes effect at the end."""
         self._add(Fault("delay", times, seconds=seconds, **match))
 
     def clear(self) -> None:
@@ -224,6 +224,7 @@ class LakekeeperStandin:
         self.requests: list[Recorded] = []
         self.violations: list[str] = []
         self.purged: list[str] = []  # table locations whose data a drop deleted
+        self.vended_secrets: list[str] = []  # every secret key and session token handed out
         self.warehouses: dict[str, Warehouse] = {}
         self.warehouse: Optional[Warehouse] = None  # the first one added: what the fixtures use
         self._validator: Optional[Callable[[str], bool]] = lambda t: t == self.token
@@ -310,15 +311,16 @@ class LakekeeperStandin:
             response = self._fault_response(fault)
         else:
             if fault and fault.kind == "delay":
-                time.sleep(fault.seconds)
+                environ["standin.delay"] = fault.seconds
             response = self._dispatch(request)
         self._record(request, body, response.status_code)
-        if fault and fault.kind == "reset":
-            self._reset(environ)
-        # Off-spec on purpose (documented server behaviour the spec omits): 5xx, plain text.
-        if contract and not (fault and fault.kind in ("status", "plain") and
-                             (fault.status >= 500 or fault.kind == "plain")):
+        # Injected 5xx and plain-text answers are off-spec on purpose: real server behaviour
+        # that the OpenAPI document omits.
+        off_spec = fault is not None and (fault.kind == "plain" or (fault.kind == "status" and fault.status >= 500))
+        if contract and not off_spec:
             self._check_response(request, response)
+        if fault and fault.kind == "reset":  # after=True: the change is made, the answer lost
+            self._reset(environ)
         return response(environ, start_response)
 
     def _dispatch(self, request: Request) -> Response:
@@ -326,6 +328,7 @@ class LakekeeperStandin:
             self._authenticate(request)
             endpoint, args = ROUTES.bind_to_environ(request.environ).match()
             status, payload, headers = getattr(self, f"_{endpoint}")(request, **args)
+            time.sleep(request.environ.pop("standin.delay", 0))  # a slow read: answered late
         except ApiError as exc:
             return _error(exc.code, exc.type, exc.message)
         except HTTPException as exc:
@@ -380,7 +383,7 @@ class LakekeeperStandin:
     def _reset(self, environ: dict) -> None:
         sock: socket.socket = environ["werkzeug.socket"]
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        sock.close()
+        sock.shutdown(socket.SHUT_RDWR)  # the peer sees the connection drop; the final close sends RST
         raise _ResetConnection("connection reset by the stand-in")
 
     def _record(self, request: Request, body: bytes, status: int) -> None:
@@ -445,7 +448,7 @@ class LakekeeperStandin:
             raise ApiError(400, "InvalidGenericTableFormat",
                            f"format {fmt!r} must match ^[a-z][a-z0-9_-]{{0,63}}$")
         with self._lock:
-            if (ns, name) in wh.tables:
+            if (ns, name) in wh.tables or (ns, name) in wh.iceberg_tables:
                 raise ApiError(409, "GenericTableAlreadyExists",
                                f"Generic table {'.'.join(ns)}.{name} already exists")
             table_id = str(uuid.uuid4())
@@ -527,6 +530,7 @@ class LakekeeperStandin:
                 raise ApiError(409, "RequestInProgress", "A request with this idempotency key is in progress")
             wh.in_flight.add(key)
         try:
+            time.sleep(request.environ.pop("standin.delay", 0))  # a slow mutation: in flight meanwhile
             status, payload, headers = act()
             with self._lock:
                 wh.idempotency[key] = (status, json.dumps(payload).encode() if payload is not None else b"")
@@ -579,6 +583,7 @@ class LakekeeperStandin:
             RoleArn=role_arn, RoleSessionName="lakekeeper-standin", Policy=policy,
             DurationSeconds=wh.sts_validity_s)["Credentials"]
         expires_ms = str(int(creds["Expiration"].timestamp() * 1000))
+        self.vended_secrets += [creds["SecretAccessKey"], creds["SessionToken"]]
         config = {**self._config_keys(wh),
                   "s3.access-key-id": creds["AccessKeyId"],
                   "s3.secret-access-key": creds["SecretAccessKey"],

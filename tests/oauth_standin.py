@@ -36,6 +36,7 @@ class OAuthStandin:
         self.delay = delay  # seconds each token request takes (makes thread races visible)
         self.token_requests = 0
         self.scopes: list[Optional[str]] = []
+        self.auth_methods: list[str] = []  # client_secret_post / client_secret_basic, per request
         self._issued: dict[str, float] = {}  # token -> expiry (monotonic)
         self._lock = threading.Lock()
         self._server = make_server("127.0.0.1", 0, self, threaded=True, request_handler=_QuietHandler)
@@ -77,6 +78,8 @@ class OAuthStandin:
         if auth.startswith("Basic "):
             raw = base64.b64decode(auth[6:]).decode()
             client_id, _, secret = (unquote_plus(p) for p in raw.partition(":"))
+        with self._lock:
+            self.auth_methods.append("client_secret_basic" if auth.startswith("Basic ") else "client_secret_post")
         if form.get("grant_type") != "client_credentials":
             answer = _json(400, {"error": "unsupported_grant_type"})
         elif client_id != self.client_id or secret != self.client_secret:

@@ -34,6 +34,7 @@ def test_token_is_fetched_lazily_once_with_the_scope(oauth):
     first = tokens.token()
     assert all(tokens.token() == first for _ in range(50))
     assert oauth.token_requests == 1 and oauth.scopes == ["lakekeeper"]
+    assert oauth.auth_methods == ["client_secret_post"]  # id and secret in the form, as Keycloak takes them
 
 
 def test_renewal_leeway_is_proportional_to_a_short_lifetime(oauth):
@@ -51,15 +52,15 @@ def test_renewal_leeway_is_proportional_to_a_short_lifetime(oauth):
 
 
 def test_short_lived_tokens_keep_working_in_real_time(lakekeeper, oauth):
-    oauth.ttl = 1.0
+    oauth.ttl = 1.5  # renewed after 1.2 s, 0.3 s before the server would refuse it
     catalog = oauth_catalog(lakekeeper, oauth)
     deadline = time.monotonic() + 2.5
     calls = 0
     while time.monotonic() < deadline:
         catalog.list_tables(("iot",))
         calls += 1
-    assert calls > 20
-    assert 3 <= oauth.token_requests <= 5  # one per ~0.8 s, not one per call
+    assert calls >= 5
+    assert 2 <= oauth.token_requests <= 3  # renewed in time, not fetched per call
     assert {r.status for r in lakekeeper.calls("GET", "/generic-tables")} == {200}  # never a 401
 
 

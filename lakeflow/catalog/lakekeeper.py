@@ -100,7 +100,7 @@ class LakekeeperCatalog:
             if exc.type != "GenericTableAlreadyExists":
                 raise
             return self._existing(namespace, table, location, exc)
-        log.info("registered %s in warehouse %s", _dotted(namespace, table), self.warehouse)
+        log.debug("registered %s in warehouse %s", _dotted(namespace, table), self.warehouse)
         return replace(self.load(namespace, table), created=True)
 
     def load(self, namespace: Sequence[str], table: str, *, vended: bool = True) -> TableHandle:
@@ -169,7 +169,7 @@ class LakekeeperCatalog:
             return str(prefix)
 
         warehouse_id = self._decode(response, what, parse)
-        log.info("warehouse %r is %s", name, warehouse_id)
+        log.debug("warehouse %r is %s", name, warehouse_id)
         return warehouse_id
 
     def _existing(self, namespace: Sequence[str], table: str, location: Optional[str],
@@ -185,7 +185,7 @@ class LakekeeperCatalog:
             raise CatalogError(f"register {_dotted(namespace, table)}: already registered at "
                                f"{handle.location}, not at {location}", type=conflict.type,
                                code=conflict.code, error_id=conflict.error_id)
-        log.info("%s is already registered", _dotted(namespace, table))
+        log.debug("%s is already registered", _dotted(namespace, table))
         return handle
 
     def _handle(self, namespace: Sequence[str], body: Mapping[str, Any]) -> TableHandle:

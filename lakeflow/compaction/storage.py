@@ -97,7 +97,7 @@ class Storage:
         return self._fs.get_file_info(self._path(rel)).type != FileType.NotFound
 
     def read(self, rel: str) -> bytes:
-        with self._fs.open_input_stream(self._path(rel)) as f:
+        with self._fs.open_input_stream(self._path(rel), compression=None) as f:
             return f.read()
 
     def write(self, rel: str, data: bytes) -> None:
@@ -106,11 +106,11 @@ class Storage:
         self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         if urlparse(self.location).scheme == "file":
             tmp = f"{path}.{os.getpid()}.tmp"
-            with self._fs.open_output_stream(tmp) as f:
+            with self._fs.open_output_stream(tmp, compression=None) as f:
                 f.write(data)
             self._fs.move(tmp, path)
         else:
-            with self._fs.open_output_stream(path) as f:  # an S3 PUT appears whole or not at all
+            with self._fs.open_output_stream(path, compression=None) as f:  # an S3 PUT appears whole or not at all
                 f.write(data)
 
     def move(self, src: str, dst: str) -> None:

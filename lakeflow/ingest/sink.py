@@ -37,7 +37,7 @@ def add_jvm_helpers(env: StreamExecutionEnvironment) -> None:
 
 
 def json_array_sink(location: str) -> FileSink:
-    """Part files ``part-<uuid>-<subtask>-<n>.json`` directly under ``location`` (no time
+    """Part files ``part-<uuid of the subtask>-<n>.json`` directly under ``location`` (no time
     buckets), one JSON array each, rolled and committed on every checkpoint, exactly once.
     A checkpoint in which a subtask received no reading leaves no file for it."""
     factory = get_gateway().jvm.lakeflow.flink.JsonArrayWriterFactory()

@@ -29,9 +29,10 @@ class FlinkRestError(RuntimeError):
     """A JobManager (or SQL Gateway) request failed or answered something unusable; ``status`` is
     the HTTP status when there was one."""
 
-    def __init__(self, message: str, status: Optional[int] = None) -> None:
+    def __init__(self, message: str, status: Optional[int] = None, detail: str = "") -> None:
         super().__init__(message)
         self.status = status
+        self.detail = detail or message  # the server's reason alone (no URL)
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,15 @@ class Connection:
     backoff_s: float = 0.5
 
 
-def new_session(conn: Connection) -> requests.Session:
-    """The one place a harvester HTTP session is made (lakeflow.http: retries, backoff, timeout)."""
-    from lakeflow.http import HttpOptions, new_session as http_session
+def new_session(conn: Connection, retry_500: bool = True) -> requests.Session:
+    """The one place a harvester HTTP session is made (lakeflow.http: retries, backoff, timeout).
+    ``retry_500=False`` for the SQL Gateway, whose 500 is a failed statement's answer."""
+    from lakeflow.http import RETRY_STATUSES, HttpOptions, new_session as http_session
 
+    statuses = RETRY_STATUSES if retry_500 else RETRY_STATUSES - {500}
     session = http_session(HttpOptions(timeout=conn.timeout_s, max_retries=conn.max_retries,
                                        backoff=conn.backoff_s, backoff_max=10.0, jitter=0.1,
-                                       retry_after_max=30, verify=conn.verify_ssl))
+                                       retry_after_max=30, verify=conn.verify_ssl, retry_statuses=statuses))
     conn.auth.apply(session)
     return session
 
@@ -83,8 +86,8 @@ def read_json(response: requests.Response, what: str) -> Any:
     try:
         if response.status_code >= 400:
             body = response.raw.read(2000, decode_content=True).decode("utf-8", "replace")
-            raise FlinkRestError(f"{what}: HTTP {response.status_code}: {_error_text(body)}",
-                                 response.status_code)
+            detail = _error_text(body)
+            raise FlinkRestError(f"{what}: HTTP {response.status_code}: {detail}", response.status_code, detail)
         chunks, size = [], 0
         for chunk in response.iter_content(1024 * 1024):
             size += len(chunk)
@@ -105,13 +108,16 @@ def read_json(response: requests.Response, what: str) -> Any:
 
 
 def _error_text(body: str) -> str:
+    """Flink's ``{"errors": [...]}``: the innermost ``Caused by`` line, else the first line."""
     try:
         errors = json.loads(body).get("errors")
-        if isinstance(errors, list) and errors:
-            return str(errors[0]).strip().splitlines()[0][:300]
     except (ValueError, AttributeError):
-        pass
-    return body.strip()[:300] or "(empty body)"
+        errors = None
+    if not isinstance(errors, list) or not errors:
+        return body.strip()[:300] or "(empty body)"
+    lines = [line.strip() for e in errors for line in str(e).splitlines() if line.strip()]
+    causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
+    return (causes[-1] if causes else lines[0] if lines else "(no error text)")[:300]
 
 
 # --- typed payloads -----------------------------------------------------------------------

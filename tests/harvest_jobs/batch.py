@@ -1,9 +1,16 @@
 """A batch-mode SQL job: datagen → blackhole."""
 from pyflink.table import EnvironmentSettings, TableEnvironment
 
-t_env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
-t_env.get_config().set("pipeline.name", "harvest-batch")
-t_env.execute_sql("""CREATE TABLE numbers (n BIGINT)
-  WITH ('connector' = 'datagen', 'number-of-rows' = '100')""")
-t_env.execute_sql("CREATE TABLE nowhere (n BIGINT) WITH ('connector' = 'blackhole')")
-t_env.execute_sql("INSERT INTO nowhere SELECT n * 2 FROM numbers")
+NAME = "harvest-batch"
+
+
+def submit() -> None:
+    t_env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+    t_env.get_config().set("pipeline.name", NAME)
+    t_env.execute_sql("CREATE TABLE numbers (n BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '100')")
+    t_env.execute_sql("CREATE TABLE nowhere (n BIGINT) WITH ('connector' = 'blackhole')")
+    t_env.execute_sql("INSERT INTO nowhere SELECT n * 2 FROM numbers")
+
+
+if __name__ == "__main__":
+    submit()

@@ -1,9 +1,21 @@
-"""SQL job: datagen → print, bounded."""
+"""SQL: the archive directory (filesystem, monitored: unbounded) → print. Keeps RUNNING until
+cancelled. Argument: the archive directory."""
+import sys
+
 from pyflink.table import EnvironmentSettings, TableEnvironment
 
-t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-t_env.get_config().set("pipeline.name", "harvest-sql-print")
-t_env.execute_sql("""CREATE TABLE clicks (user_id BIGINT, url STRING)
-  WITH ('connector' = 'datagen', 'number-of-rows' = '20')""")
-t_env.execute_sql("CREATE TABLE console (user_id BIGINT, url STRING) WITH ('connector' = 'print')")
-t_env.execute_sql("INSERT INTO console SELECT user_id, url FROM clicks WHERE user_id > 0")
+import lake_catalog
+
+NAME = "harvest-sql-print"
+
+
+def submit(archive_path: str) -> None:
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    t_env.get_config().set("pipeline.name", NAME)
+    lake_catalog.create(t_env, archive_path)
+    t_env.execute_sql("INSERT INTO lake.iot.console SELECT sensor_id, temperature FROM lake.iot.archive "
+                      "WHERE temperature > 0")
+
+
+if __name__ == "__main__":
+    submit(sys.argv[1])

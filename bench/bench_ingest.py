@@ -1,0 +1,146 @@
+"""``make bench-ingest``: how fast lakeflow's ingestion job commits readings, against Flink's own
+Table API ``datagen`` → ``filesystem`` sink (``json`` format) on the same machine in the same run;
+then how long ``make run`` takes to its first committed file.
+
+Both jobs: 100 sensors, the same reading SQL, parallelism 2, exactly-once checkpoints every 2 s
+into filesystem storage, N readings unthrottled; timed from submission until every reading is
+committed (job start-up included, identical for both). Rounds alternate the order (A B, B A…)
+and the best of each is compared. Target: lakeflow ≥ 0.8× the baseline; first file ≤ 20 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lakeflow.catalog.local import LocalCatalog  # noqa: E402
+from lakeflow.ingest import sensors  # noqa: E402
+from lakeflow.ingest.job import IngestJob  # noqa: E402
+from lakeflow.settings import load_settings  # noqa: E402
+
+
+def lakeflow_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int) -> float:
+    """Readings/s of the real job (pipeline.execute, progress watcher included)."""
+    from lakeflow.ingest import pipeline
+    from lakeflow.ingest.progress import PartFiles
+
+    settings = load_settings({"LAKEFLOW_HOME": str(home), "NUM_SENSORS": str(num_sensors),
+                              "NUM_RECORDS": str(records), "BATCH_INTERVAL_MS": str(interval_ms)},
+                             env_file=Path(os.devnull), local=True)
+    handle = LocalCatalog(settings.home).register(settings.namespace, settings.table)
+    job = IngestJob.plan(settings, handle, parallelism=parallelism, throttled=False)
+    env = pipeline.create_environment(job)
+    pipeline.build(env, job)
+    started = time.monotonic()
+    summary = pipeline.execute(env, job, PartFiles(job.location))
+    elapsed = time.monotonic() - started
+    assert summary.records == records and not summary.uncommitted, summary
+    return records / elapsed
+
+
+def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int) -> float:
+    """Readings/s of Flink's datagen → the same reading SQL → filesystem sink, json format."""
+    from pyflink.common import Configuration
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.table import StreamTableEnvironment
+
+    out = home / "baseline"
+    conf = Configuration()
+    for key, value in {"execution.runtime-mode": "STREAMING", "parallelism.default": str(parallelism),
+                       "execution.checkpointing.interval": f"{interval_ms} ms",
+                       "execution.checkpointing.mode": "EXACTLY_ONCE",
+                       "execution.checkpointing.storage": "filesystem",
+                       "execution.checkpointing.dir": (home / "checkpoints").as_uri(),
+                       "restart-strategy.type": "none", "rest.bind-address": "localhost",
+                       "rest.port": "0"}.items():
+        conf.set_string(key, value)
+    t_env = StreamTableEnvironment.create(StreamExecutionEnvironment.get_execution_environment(conf))
+    t_env.execute_sql(f"""CREATE TEMPORARY TABLE ticks (seq BIGINT, timestamp_ms BIGINT) WITH (
+        'connector' = 'datagen', 'rows-per-second' = '1000000000',
+        'fields.seq.kind' = 'sequence', 'fields.seq.start' = '0', 'fields.seq.end' = '{records - 1}',
+        'fields.timestamp_ms.min' = '1700000000000', 'fields.timestamp_ms.max' = '1800000000000')""")
+    columns = ", ".join(f"{name} {dict(((str, 'STRING'), (int, 'BIGINT'), (float, 'DOUBLE')))[kind]}"
+                        for name, kind in sensors.FIELDS)
+    t_env.execute_sql(f"""CREATE TEMPORARY TABLE readings_sink ({columns}) WITH (
+        'connector' = 'filesystem', 'path' = '{out.as_uri()}', 'format' = 'json')""")
+    started = time.monotonic()
+    t_env.execute_sql("INSERT INTO readings_sink "
+                      + sensors.readings_sql("ticks", num_sensors, str(uuid.uuid4()))).wait()
+    elapsed = time.monotonic() - started
+    committed = sum(p.read_bytes().count(b"\n") for p in out.rglob("*") if p.is_file() and not p.name.startswith("."))
+    assert committed == records, f"baseline committed {committed} of {records}"
+    return records / elapsed
+
+
+def time_make_run(home: Path, interval_ms: int, batch_size: int) -> tuple[float, float]:
+    """Seconds from ``make run`` to its first committed file, and to its end (2 batches)."""
+    env = {**os.environ, "LAKEFLOW_HOME": str(home), "LAKEFLOW_ENV_FILE": os.devnull,
+           "NUM_RECORDS": str(2 * batch_size), "BATCH_SIZE": str(batch_size), "BATCH_INTERVAL_MS": str(interval_ms)}
+    table = home / "warehouse" / "iot" / "sensor-readings"
+    started = time.monotonic()
+    proc = subprocess.Popen(["make", "-s", "run", "ARGS=--local"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = None
+    while proc.poll() is None:
+        if first is None and table.is_dir() and any(p.suffix == ".json" and not p.name.startswith(".")
+                                                    for p in table.iterdir()):
+            first = time.monotonic() - started
+        time.sleep(0.05)
+    if proc.returncode != 0:
+        raise SystemExit(f"make run failed ({proc.returncode}); run it by hand to see why")
+    return (first if first is not None else float("nan")), time.monotonic() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--sensors", type=int, default=100)
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--interval-ms", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--skip-make-run", action="store_true")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    os.environ.setdefault("FLINK_LOG_DIR", str(work / "log"))
+    try:
+        print(f"throughput: {args.records:,} readings, {args.sensors} sensors, parallelism {args.parallelism}, "
+              f"{args.interval_ms} ms checkpoints, {os.cpu_count()} cores", flush=True)
+        best = {"baseline": 0.0, "lakeflow": 0.0}
+        runs = {"baseline": baseline_job, "lakeflow": lakeflow_job}
+        for i in range(args.rounds):
+            order = ("baseline", "lakeflow") if i % 2 == 0 else ("lakeflow", "baseline")
+            for name in order:
+                rate = runs[name](work / f"{name}-{i}", args.records, args.sensors, args.parallelism,
+                                  args.interval_ms)
+                best[name] = max(best[name], rate)
+                print(f"  round {i + 1} {name:9s} {rate:12,.0f} readings/s", flush=True)
+                shutil.rmtree(work / f"{name}-{i}", ignore_errors=True)
+        ratio = best["lakeflow"] / best["baseline"]
+        print(f"baseline  Flink datagen → filesystem/json: {best['baseline']:12,.0f} readings/s (best)")
+        print(f"lakeflow  SensorTicks → SQL → JSON-array FileSink: {best['lakeflow']:12,.0f} readings/s (best)")
+        print(f"ratio     {ratio:.2f}×  (target ≥ 0.80×: {'met' if ratio >= 0.8 else 'NOT met'})")
+
+        if not args.skip_make_run:
+            for interval_ms, batch in ((15_000, 10), (1_000, 10)):
+                first, total = time_make_run(work / f"make-run-{interval_ms}", interval_ms, batch)
+                print(f"make run  BATCH_INTERVAL_MS={interval_ms}: first committed file after {first:.1f} s "
+                      f"(target ≤ 20 s: {'met' if first <= 20 else 'NOT met'}), ended after {total:.1f} s",
+                      flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""spark-submit entry point: compact the raw table's committed JSON part files into Iceberg.
+
+    spark-submit --master local[2] jobs/compact.py [--delete-source] [--report PATH] [...]
+
+(``lakeflow compact`` / ``make compact`` build that command.) Settings and credentials come from
+the environment and ``.env.local``, never from the command line. Every step lives in
+``lakeflow.compaction``; this file is the pipeline, top to bottom.
+"""
+
+import logging
+import sys
+
+from lakeflow.compaction.config import crash_point, load_config
+from lakeflow.compaction.lineage import lineage_run
+from lakeflow.compaction.lock import run_lock
+from lakeflow.compaction.run import (begin, close, commit_batch, discover_new_files, emit_report, exit_code,
+                                     name_data_files, quarantine_bad_input, read_batch, recover_orphans,
+                                     tidy_up, write_parquet)
+
+
+def main() -> int:
+    config = load_config(sys.argv[1:])
+    with run_lock(config.lock_path, config.target_name):      # one run per target table at a time
+        run = begin(config)                                    # raw table, Iceberg table, ledger
+        try:
+            with lineage_run(config, run.raw, run.target, run.report):  # START … COMPLETE | FAIL
+                recover_orphans(run)                           # files of interrupted runs go
+                batch = discover_new_files(run)                # committed part files not in the ledger
+                read_batch(run, batch)                         # Spark: JSON arrays → rows
+                quarantine_bad_input(run, batch)               # empty / malformed files, bad records
+                write_parquet(run, batch)                      # Spark: dedupe, size, sort → staged Parquet
+                name_data_files(run, batch)                    # final names (intent recorded first)
+                crash_point(config, "after-write")
+                commit_batch(run, batch)                       # add_files + ledger: one Iceberg commit
+                crash_point(config, "after-commit")
+                tidy_up(run, batch)                            # staging, --delete-source, --move-quarantined
+        finally:
+            emit_report(run)
+            close(run)
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sys.exit(exit_code(main))

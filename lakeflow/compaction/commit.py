@@ -1,0 +1,155 @@
+"""The Iceberg side (pyiceberg): the catalog, the target table, and the one atomic commit per run.
+
+The commit registers Spark-written Parquet files in place (``add_files`` — pyiceberg's own writer
+needs pyarrow ≥ 18, which apache-flink's pin rules out) and, in the same transaction, points the
+table's ``lakeflow.compaction.ledger`` property at the run's ledger. pyiceberg's append requires
+the table to still be at the snapshot this run read, so a concurrent commit makes ours fail
+instead of adding rows twice (the table disables pyiceberg's automatic commit retries).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from urllib.parse import urlparse
+
+from lakeflow.compaction.schema import iceberg_schema, partition_spec, sort_order
+from lakeflow.compaction.storage import Storage
+from lakeflow.credentials import S3ASettings, parse_vended, to_s3a
+from lakeflow.secret import redact
+from lakeflow.settings import Settings
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+LEDGER_PROPERTY = "lakeflow.compaction.ledger"
+SOURCE_PROPERTY = "lakeflow.compaction.source"
+RUN_PROPERTY = "lakeflow.compaction.run-id"
+# pyiceberg retries a failed append on top of the newer snapshot; ours must not be retried blindly,
+# since the ledger it carries was read from the snapshot it started on.
+NO_RETRY = {"commit.retry.num-retries": "0"}
+TABLE_PROPERTIES = {"write.parquet.compression-codec": "zstd", "format-version": "2", **NO_RETRY}
+
+
+class CommitConflict(RuntimeError):
+    """The table changed while the run was working; nothing of this run became visible."""
+
+
+def rest_properties(settings: Settings) -> dict[str, str]:
+    """pyiceberg RestCatalog properties for Lakekeeper's Iceberg REST catalog (``{LAKEKEEPER}/catalog``)."""
+    props = {"uri": f"{settings.lakekeeper}/catalog", "warehouse": settings.warehouse or ""}
+    if settings.token:
+        props["token"] = settings.token.reveal()
+    elif settings.oauth_client_id and settings.oauth_client_secret and settings.oauth_token_url:
+        props["credential"] = f"{settings.oauth_client_id}:{settings.oauth_client_secret.reveal()}"
+        props["oauth2-server-uri"] = settings.oauth_token_url
+        props["scope"] = settings.oauth_scope or "lakekeeper"
+    if settings.project_id:
+        props["header.x-project-id"] = settings.project_id
+    return props
+
+
+def iceberg_catalog(settings: Settings) -> "Catalog":
+    """Lakekeeper's Iceberg REST catalog when configured, else the embedded SQLite catalog in LAKEFLOW_HOME."""
+    if settings.catalog == "lakekeeper":
+        from pyiceberg.catalog.rest import RestCatalog
+
+        props = rest_properties(settings)
+        log.info("[iceberg] REST catalog %s", redact(props, ("credential",)))
+        return RestCatalog("lakekeeper", **props)
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    return SqlCatalog("lakeflow", uri=f"sqlite:///{settings.home / 'iceberg.db'}",
+                      warehouse=(settings.home / "iceberg").as_uri())
+
+
+def iceberg_catalog_uri(settings: Settings) -> str:
+    """The Iceberg catalog's address, for lineage aliases."""
+    if settings.catalog == "lakekeeper":
+        return f"{settings.lakekeeper}/catalog"
+    return (settings.home / "iceberg.db").as_uri()
+
+
+@dataclass
+class Target:
+    """The Iceberg table a run commits to, as it was when the run loaded it."""
+
+    table: "Table"
+    storage: Storage                # driver-side access (footers, renames, clean-up)
+    s3a: Optional[S3ASettings]      # Spark-side access; None for local tables
+
+    @property
+    def location(self) -> str:
+        return self.storage.location
+
+    @property
+    def ledger_pointer(self) -> Optional[str]:
+        return self.table.properties.get(LEDGER_PROPERTY)
+
+    @property
+    def next_sequence(self) -> int:
+        """The sequence number this run's snapshot will get."""
+        return self.table.metadata.last_sequence_number + 1
+
+    def bytes_per_row(self, default: int) -> float:
+        """Parquet bytes per row in the table so far (``default`` while it is empty)."""
+        snap = self.table.current_snapshot()
+        summary = snap.summary if snap and snap.summary else None
+        size = int(summary.get("total-files-size", 0)) if summary else 0
+        rows = int(summary.get("total-records", 0)) if summary else 0
+        return size / rows if size and rows else float(default)
+
+    def files_overlapping(self, lo_ms: int, hi_ms: int) -> list[str]:
+        """The table's data files whose ``timestamp_ms`` range meets [lo_ms, hi_ms]."""
+        from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
+
+        if self.table.current_snapshot() is None:
+            return []
+        scan = self.table.scan(row_filter=And(GreaterThanOrEqual("timestamp_ms", lo_ms),
+                                              LessThanOrEqual("timestamp_ms", hi_ms)))
+        return [task.file.file_path for task in scan.plan_files()]
+
+
+def open_target(catalog: "Catalog", namespace: Sequence[str], name: str, source: str,
+                s3_endpoint: Optional[str] = None) -> Target:
+    """Load the Iceberg table, creating it (and its namespace) on first use; check its source."""
+    ident = (*namespace, name)
+    catalog.create_namespace_if_not_exists(tuple(namespace))
+    table = catalog.create_table_if_not_exists(ident, schema=iceberg_schema(), partition_spec=partition_spec(),
+                                               sort_order=sort_order(), properties=TABLE_PROPERTIES)
+    if any(table.properties.get(k) != v for k, v in NO_RETRY.items()):
+        with table.transaction() as tx:
+            tx.set_properties(NO_RETRY)
+    recorded = table.properties.get(SOURCE_PROPERTY)
+    if recorded and recorded.rstrip("/") != source.rstrip("/"):
+        raise CommitConflict(f"Iceberg table {'.'.join(ident)} is compacted from {recorded}, not {source}: "
+                             "choose another target table (COMPACT_TABLE)")
+    props = dict(table.io.properties)
+    if s3_endpoint and "s3.endpoint" not in props:
+        props["s3.endpoint"] = s3_endpoint
+    remote = urlparse(table.location()).scheme not in ("", "file")
+    s3a = to_s3a(parse_vended(table.location(), props, None), s3_endpoint) if remote else None
+    return Target(table=table, storage=Storage(table.location(), props), s3a=s3a)
+
+
+def commit(target: Target, data_files: Sequence[str], ledger_uri: str, source: str, run_id: str,
+           summary: Mapping[str, str]) -> Optional[int]:
+    """Add ``data_files`` and switch the ledger in one transaction; returns the new snapshot id."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    props = {LEDGER_PROPERTY: ledger_uri, SOURCE_PROPERTY: source, RUN_PROPERTY: run_id}
+    try:
+        with target.table.transaction() as tx:
+            if data_files:
+                tx.add_files(list(data_files), snapshot_properties={**summary, **props})
+            tx.set_properties(props)
+    except CommitFailedException as exc:
+        raise CommitConflict(f"the Iceberg table changed while this run worked ({exc}); nothing was "
+                             "committed — run again") from exc
+    snap = target.table.current_snapshot() if data_files else None
+    return snap.snapshot_id if snap else None

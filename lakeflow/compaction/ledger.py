@@ -1,0 +1,117 @@
+"""The exactly-once ledger: which raw files the Iceberg table has consumed (compacted or quarantined).
+
+Each run writes a new ledger file (gzipped JSON, under the raw table's ``_lakeflow/`` folder) and
+points the Iceberg table's ``lakeflow.compaction.ledger`` property at it *in the same commit* that
+adds the data files: the rows and the record of their source files become visible together, or
+not at all. Entries of raw files that no longer exist (deleted, moved to ``_quarantine/``) are
+dropped, so the ledger stays as large as the raw folder.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, Mapping, Optional
+
+from lakeflow.compaction.discover import Listing
+from lakeflow.compaction.storage import FileEntry, Storage
+
+COMPACTED = "compacted"
+QUARANTINED = "quarantined"
+MAX_RUNS = 100
+VERSION = 1
+
+
+class LedgerError(RuntimeError):
+    """The ledger the table points at cannot be read: compacting now could duplicate rows."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One consumed raw file."""
+
+    status: str          # COMPACTED or QUARANTINED
+    size: int
+    run_id: str
+    rows: int = 0        # readings taken from it (compacted) — before de-duplication
+    reason: str = ""     # why it was quarantined
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One committed run."""
+
+    run_id: str
+    committed_at: str
+    files: int
+    rows_out: int
+    records: str = ""    # folder of its quarantined records (relative to the raw location), if any
+
+
+@dataclass(frozen=True)
+class Ledger:
+    files: Mapping[str, Entry] = field(default_factory=dict)  # raw-relative path → entry
+    runs: tuple[RunRecord, ...] = ()                           # oldest first, at most MAX_RUNS
+    path: str = ""                                             # where it was read from ("" = none yet)
+
+    def new_parts(self, listing: Listing) -> list[FileEntry]:
+        """The listed part files not consumed yet."""
+        return [f for f in listing.parts if f.rel not in self.files]
+
+    def consumed(self, listing: Listing, status: str) -> list[FileEntry]:
+        """The listed part files consumed with ``status``."""
+        return [f for f in listing.parts if self.files.get(f.rel, Entry("", 0, "")).status == status]
+
+    def committed(self, run_id: str) -> bool:
+        return any(r.run_id == run_id for r in self.runs)
+
+    def advance(self, listing: Listing, entries: Mapping[str, Entry], run: RunRecord) -> "Ledger":
+        """The next ledger: this run's ``entries`` added, entries of vanished files dropped."""
+        present = listing.paths
+        files = {rel: e for rel, e in self.files.items() if rel in present}
+        files.update(entries)
+        return Ledger(files=dict(sorted(files.items())), runs=(*self.runs, run)[-MAX_RUNS:])
+
+    def to_bytes(self) -> bytes:
+        body = {"version": VERSION, "runs": [asdict(r) for r in self.runs],
+                "files": {rel: asdict(e) for rel, e in self.files.items()}}
+        return gzip.compress(json.dumps(body, separators=(",", ":")).encode(), mtime=0)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str = "") -> "Ledger":
+        body = json.loads(gzip.decompress(data))
+        if body.get("version") != VERSION:
+            raise LedgerError(f"ledger {path}: version {body.get('version')!r}, expected {VERSION}")
+        return cls(files={rel: Entry(**e) for rel, e in body["files"].items()},
+                   runs=tuple(RunRecord(**r) for r in body["runs"]), path=path)
+
+
+def ledger_name(state_dir: str, run_id: str) -> str:
+    return f"{state_dir}/ledger-{run_id}.json.gz"
+
+
+def load_ledger(storage: Storage, pointer: Optional[str]) -> Ledger:
+    """The ledger ``pointer`` (the table property, a URI under the raw location) names; empty if none."""
+    if not pointer:
+        return Ledger()
+    try:
+        rel = storage.relative(pointer)
+    except ValueError:
+        raise LedgerError(f"the table's ledger {pointer} is not under the raw table {storage.location}: "
+                          "was the table compacted from another source?") from None
+    if not storage.exists(rel):
+        raise LedgerError(f"the table's ledger {pointer} is missing: refusing to compact (raw files "
+                          "already compacted would be compacted again)")
+    try:
+        return Ledger.from_bytes(storage.read(rel), path=rel)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LedgerError(f"the table's ledger {pointer} is unreadable: {exc}") from None
+
+
+def entries_for(files: Iterable[FileEntry], status: str, run_id: str,
+                rows: Optional[Mapping[str, int]] = None,
+                reasons: Optional[Mapping[str, str]] = None) -> dict[str, Entry]:
+    """Ledger entries for files consumed by this run."""
+    return {f.rel: Entry(status=status, size=f.size, run_id=run_id, rows=(rows or {}).get(f.rel, 0),
+                         reason=(reasons or {}).get(f.rel, "")) for f in files}

@@ -1,0 +1,86 @@
+"""The compaction's OpenLineage run events (START, then COMPLETE or FAIL) in the lineage store.
+
+Dataset names come from :mod:`lakeflow.lineage.datasets`, derived exactly as the Flink job
+declares its sink (location → canonical name; catalog identity as a symlink alias), so the
+harvester joins both engines' lineage into one graph.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from lakeflow.compaction.commit import Target, iceberg_catalog_uri
+from lakeflow.compaction.config import CompactConfig
+from lakeflow.compaction.report import Report
+from lakeflow.compaction.source import RawTable
+from lakeflow.lineage import openlineage as ol
+from lakeflow.lineage.datasets import DatasetId, catalog_alias, from_location
+
+JOB_NAMESPACE = "lakeflow"
+
+
+def job_name(config: CompactConfig) -> str:
+    return f"compact.{config.target_name}"
+
+
+def raw_datasets(config: CompactConfig, raw: RawTable) -> tuple[DatasetId, DatasetId]:
+    """The raw table's canonical identity and its catalog alias (as the Flink job declares them)."""
+    s = config.settings
+    catalog_uri = s.lakekeeper if s.catalog == "lakekeeper" else s.home.as_uri()
+    ident = raw.handle.ident
+    return (from_location(raw.handle.location),
+            catalog_alias(catalog_uri, ident.warehouse, ".".join(ident.namespace), ident.name))
+
+
+def target_datasets(config: CompactConfig, raw: RawTable, target: Target) -> tuple[DatasetId, DatasetId]:
+    """The Iceberg table's canonical identity (its location) and its Iceberg catalog alias."""
+    return (from_location(target.location),
+            catalog_alias(iceberg_catalog_uri(config.settings), raw.handle.ident.warehouse,
+                          ".".join(config.namespace), config.target_table))
+
+
+class LineageRun:
+    """Builds and writes the run's events; the input/output facets carry the report's figures."""
+
+    def __init__(self, config: CompactConfig, raw: RawTable, target: Target, report: Report) -> None:
+        self.config, self.report = config, report
+        self.raw, self.raw_alias = raw_datasets(config, raw)
+        self.out, self.out_alias = target_datasets(config, raw, target)
+
+    def event(self, event_type: str, run_facets: dict[str, Any], final: bool) -> dict[str, Any]:
+        inputs = [ol.dataset(self.raw, aliases=[self.raw_alias])]
+        outputs = [ol.dataset(self.out, aliases=[self.out_alias])]
+        if final:
+            r = self.report
+            inputs[0]["inputFacets"] = {"inputStatistics": ol.facet(
+                "InputStatisticsInputDatasetFacet", rowCount=r.rows_in, size=r.bytes_in, fileCount=r.files_in)}
+            outputs[0]["outputFacets"] = {"outputStatistics": ol.facet(
+                "OutputStatisticsOutputDatasetFacet", rowCount=r.rows_out, size=r.bytes_out,
+                fileCount=r.files_out)}
+            run_facets = {**run_facets, "lakeflow_compaction": ol.facet("LakeflowCompactionRunFacet",
+                                                                        **r.facet())}
+        return ol.run_event(event_type, run_id=self.config.run_id, job_namespace=JOB_NAMESPACE,
+                            job_name=job_name(self.config), inputs=inputs, outputs=outputs,
+                            run_facets=run_facets, job_facets={"jobType": ol.facet(
+                                "JobTypeJobFacet", processingType="BATCH", integration="SPARK",
+                                jobType="JOB")})
+
+    def write(self, event_type: str, run_facets: dict[str, Any] | None = None, final: bool = False) -> None:
+        ol.write_event(self.config.settings.lineage_dir, self.event(event_type, run_facets or {}, final))
+
+
+@contextmanager
+def lineage_run(config: CompactConfig, raw: RawTable, target: Target, report: Report) -> Iterator[LineageRun]:
+    """START now; COMPLETE when the block ends, FAIL (with the error) when it raises."""
+    run = LineageRun(config, raw, target, report)
+    run.write("START")
+    try:
+        yield run
+    except BaseException as exc:
+        report.fail(exc)
+        run.write("FAIL", {"errorMessage": ol.facet("ErrorMessageRunFacet", message=f"{type(exc).__name__}: {exc}",
+                                                    programmingLanguage="python")}, final=True)
+        raise
+    report.finish()
+    run.write("COMPLETE", final=True)

@@ -1,0 +1,265 @@
+"""The stages of one compaction run, in the order ``jobs/compact.py`` calls them.
+
+Each stage is a few calls into the focused modules and records what it did in the run's report.
+A batch with no new files passes through every stage as a no-op (and starts no Spark session).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Optional
+
+from lakeflow.compaction.commit import Target, commit, iceberg_catalog, open_target
+from lakeflow.compaction.config import CompactConfig
+from lakeflow.compaction.discover import Listing, list_parts
+from lakeflow.compaction.ledger import (COMPACTED, QUARANTINED, Ledger, RunRecord, entries_for,
+                                        ledger_name, load_ledger)
+from lakeflow.compaction.naming import DataFileStats, final_paths
+from lakeflow.compaction.quarantine import Sorted, move_quarantined, records_dir, sort_files
+from lakeflow.compaction.recovery import Intent, finish, recover, save_intent
+from lakeflow.compaction.report import Report, stage
+from lakeflow.compaction.source import RawTable, open_raw
+from lakeflow.compaction.storage import FileEntry
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakeflow.compaction.read import FileSummary
+
+log = logging.getLogger("lakeflow.compaction")
+STAGING = "data/_staging"
+
+
+@dataclass
+class Run:
+    """One run: its configuration, both tables, the ledger it started from, and its report."""
+
+    config: CompactConfig
+    raw: RawTable
+    target: Target
+    report: Report
+    ledger: Ledger = field(default_factory=Ledger)
+    listing: Listing = field(default_factory=lambda: Listing(parts=(), ignored=0))
+    intent: Optional[Intent] = None
+    _spark: Optional["SparkSession"] = None
+
+    @property
+    def spark(self) -> "SparkSession":
+        if self._spark is None:
+            from lakeflow.compaction.session import spark_session
+
+            with stage("spark", "starting the Spark session"):
+                self._spark = spark_session(f"lakeflow-compact {self.config.target_name}", self.raw.s3a)
+        return self._spark
+
+
+@dataclass
+class Batch:
+    """This run's new part files and what becomes of them, stage by stage."""
+
+    files: list[FileEntry]
+    rows: Optional["DataFrame"] = None                               # every row read (cached)
+    summaries: dict[str, "FileSummary"] = field(default_factory=dict)  # rel → what Spark found
+    sorted: Optional[Sorted] = None
+    staged: list[DataFileStats] = field(default_factory=list)
+    data_files: list[str] = field(default_factory=list)             # final, target-relative
+
+
+def begin(config: CompactConfig) -> Run:
+    """Load the raw table and the Iceberg table (created on first use) and the ledger they share."""
+    report = Report(run_id=config.run_id, source="", target=config.target_name)
+    with stage("open", f"raw table {config.settings.namespace_str}.{config.settings.table}, "
+                       f"Iceberg table {config.target_name}"):
+        raw = open_raw(config.settings)
+        target = open_target(iceberg_catalog(config.settings), config.namespace, config.target_table,
+                             raw.location, config.settings.s3_endpoint)
+        ledger = load_ledger(raw.storage, target.ledger_pointer)
+    report.source = raw.location
+    log.info("[open] %s → %s (ledger: %d files consumed so far)", raw.location, target.location, len(ledger.files))
+    return Run(config=config, raw=raw, target=target, report=report, ledger=ledger)
+
+
+def recover_orphans(run: Run) -> None:
+    """Remove what interrupted runs left behind (see :mod:`lakeflow.compaction.recovery`)."""
+    run.report.orphans_removed = recover(run.raw.storage, run.target.storage, run.config.state_dir, run.ledger)
+
+
+def discover_new_files(run: Run) -> Batch:
+    """The committed part files under the raw location that the ledger does not hold yet."""
+    with stage("discover", f"listing {run.raw.location}"):
+        run.listing = list_parts(run.raw.storage)
+    new = run.ledger.new_parts(run.listing)
+    r = run.report
+    r.files_listed, r.files_ignored = len(run.listing.parts), run.listing.ignored
+    r.files_already_consumed = r.files_listed - len(new)
+    log.info("[discover] %d part files, %d new, %d consumed before, %d other files ignored",
+             r.files_listed, len(new), r.files_already_consumed, r.files_ignored)
+    if new:
+        c = run.config
+        run.intent = Intent(run_id=c.run_id, staging=f"{STAGING}/{c.run_id}", records=records_dir(c.run_id))
+        save_intent(run.raw.storage, c.state_dir, run.intent)
+    return Batch(files=new)
+
+
+def read_batch(run: Run, batch: Batch) -> None:
+    """Spark: explode every new file's JSON array into rows; summarise per file."""
+    if not batch.files:
+        return
+    from lakeflow.compaction.read import read_parts, summarize
+
+    spark = run.spark
+    with stage("read", f"{len(batch.files)} new part files ({sum(f.size for f in batch.files)} bytes)"):
+        batch.rows = read_parts(spark, run.raw.storage, batch.files)
+        batch.summaries = {run.raw.storage.relative(s.uri): s for s in summarize(batch.rows)}
+
+
+def quarantine_bad_input(run: Run, batch: Batch) -> None:
+    """Set aside empty and malformed files and records failing the schema, with their reasons."""
+    if not batch.files:
+        return
+    from lakeflow.compaction.read import write_bad_records
+
+    s = batch.summaries
+    batch.sorted = sort_files(batch.files, malformed={rel for rel, x in s.items() if x.malformed},
+                              rows={rel: x.rows for rel, x in s.items()},
+                              bad_rows={rel: x.bad_rows for rel, x in s.items()})
+    r, sorted_ = run.report, batch.sorted
+    r.files_in, r.files_compacted, r.files_quarantined = (len(batch.files), len(sorted_.compacted),
+                                                          len(sorted_.quarantined))
+    r.bytes_in = sum(f.size for f in batch.files)
+    r.rows_in = sum(sorted_.rows.values())
+    r.rows_quarantined = sum(sorted_.bad_rows.values())
+    r.quarantined = [{"file": f.rel, "reason": sorted_.reasons[f.rel]} for f in sorted_.quarantined]
+    for q in r.quarantined:
+        log.warning("[quarantine] %s: %s", q["file"], q["reason"])
+    if r.rows_quarantined:
+        assert run.intent is not None
+        uri = run.raw.storage.hadoop_uri(run.intent.records)
+        with stage("quarantine", f"{r.rows_quarantined} records failing the schema → {uri}"):
+            write_bad_records(batch.rows, _uris(batch, sorted_.quarantined), uri)
+        r.records_path = run.raw.storage.uri(run.intent.records)
+
+
+def write_parquet(run: Run, batch: Batch) -> None:
+    """Spark: de-duplicate (batch and table), size, sort and write Parquet into the staging folder."""
+    sorted_ = batch.sorted
+    good = run.report.rows_in - run.report.rows_quarantined
+    if sorted_ is None or good == 0:
+        return
+    from lakeflow.compaction.read import good_rows
+    from lakeflow.compaction.session import table_options
+    from lakeflow.compaction.write import compacted, existing_keys, file_count, staged_files, write_staged
+
+    assert batch.rows is not None and run.intent is not None
+    ranges = [batch.summaries[f.rel] for f in sorted_.compacted if batch.summaries.get(f.rel)]
+    lo = min(x.min_ms for x in ranges if x.min_ms is not None)
+    hi = max(x.max_ms for x in ranges if x.max_ms is not None)
+    options = table_options(run.target.s3a)
+    overlapping = run.target.files_overlapping(lo, hi)
+    log.info("[write] %d table file(s) overlap the batch's time range: checking their keys", len(overlapping))
+    rows = compacted(good_rows(batch.rows, _uris(batch, sorted_.quarantined)),
+                     existing_keys(run.spark, overlapping, options))
+    files = file_count(good, run.config.target_file_bytes, run.target.bytes_per_row(run.config.bytes_per_row))
+    uri = run.target.storage.hadoop_uri(run.intent.staging)
+    with stage("write", f"{good} rows → about {files} Parquet file(s) in {uri}"):
+        write_staged(rows, uri, files, options)
+    batch.staged = staged_files(run.target.storage, run.intent.staging)
+    r = run.report
+    r.rows_out = sum(f.rows for f in batch.staged)
+    r.duplicates_dropped = good - r.rows_out
+    r.bytes_out = sum(f.size for f in batch.staged)
+    r.files_out = len(batch.staged)
+
+
+def name_data_files(run: Run, batch: Batch) -> None:
+    """Give each staged file its final name (table, day, time range, sequence) — intent first."""
+    if run.intent is None:
+        return
+    c = run.config
+    batch.data_files = final_paths(batch.staged, c.target_table, run.target.next_sequence)
+    run.intent = run.intent.with_outputs(batch.data_files, ledger=ledger_name(c.state_dir, c.run_id),
+                                         previous_ledger=run.ledger.path)
+    save_intent(run.raw.storage, c.state_dir, run.intent)
+    for staged, final in zip(batch.staged, batch.data_files):
+        run.target.storage.move(staged.rel, final)
+        log.info("[write] %s (%d rows, %d bytes)", final, staged.rows, staged.size)
+
+
+def commit_batch(run: Run, batch: Batch) -> None:
+    """One Iceberg commit: the data files and the new ledger (consumed raw files) together."""
+    if run.intent is None or batch.sorted is None:
+        return
+    c, r, s = run.config, run.report, batch.sorted
+    entries = {**entries_for(s.compacted, COMPACTED, c.run_id, rows=s.rows),
+               **entries_for(s.quarantined, QUARANTINED, c.run_id, reasons=s.reasons)}
+    record = RunRecord(run_id=c.run_id, committed_at=r.started_at, files=len(batch.data_files),
+                       rows_out=r.rows_out, records=run.intent.records if r.records_path else "")
+    ledger = run.ledger.advance(run.listing, entries, record)
+    run.raw.storage.write(run.intent.ledger, ledger.to_bytes())
+    summary = {"lakeflow.raw-files": str(r.files_compacted), "lakeflow.quarantined-files": str(r.files_quarantined),
+               "lakeflow.rows-in": str(r.rows_in), "lakeflow.duplicates-dropped": str(r.duplicates_dropped)}
+    sequence = run.target.next_sequence
+    with stage("commit", f"{len(batch.data_files)} data file(s) + ledger of {len(ledger.files)} raw files"):
+        r.snapshot_id = commit(run.target, [run.target.storage.uri(f) for f in batch.data_files],
+                               run.raw.storage.uri(run.intent.ledger), run.raw.location, c.run_id, summary)
+    r.sequence_number = sequence if r.snapshot_id is not None else None
+    r.ledger = run.raw.storage.uri(run.intent.ledger)
+    run.ledger = ledger
+
+
+def tidy_up(run: Run, batch: Batch) -> None:
+    """After the commit: drop the staging folder and old ledger; delete / move consumed raw files."""
+    if batch.rows is not None:
+        batch.rows.unpersist()
+    if run.intent is not None:
+        finish(run.raw.storage, run.target.storage, run.config.state_dir, run.intent)
+    if run.config.move_quarantined:
+        files = run.ledger.consumed(run.listing, QUARANTINED)
+        reasons = {f.rel: run.ledger.files[f.rel].reason for f in files}
+        run.report.quarantined_files_moved = move_quarantined(run.raw.storage, files, reasons, run.config.run_id)
+    if run.config.delete_source:
+        files = run.ledger.consumed(run.listing, COMPACTED)
+        with stage("delete-source", f"{len(files)} compacted raw file(s)"):
+            for f in files:
+                run.raw.storage.delete(f.rel)
+        run.report.source_files_deleted = len(files)
+
+
+def emit_report(run: Run) -> None:
+    """The summary on stdout, and as JSON when asked for."""
+    print("\n".join(run.report.summary_lines()), flush=True)
+    if run.config.report_path:
+        run.report.write_json(run.config.report_path)
+
+
+def close(run: Run) -> None:
+    if run._spark is not None:
+        run._spark.stop()
+
+
+def _uris(batch: Batch, files: tuple[FileEntry, ...]) -> list[str]:
+    """Spark's names (``_metadata.file_path``) of those ``files`` that produced rows."""
+    return [batch.summaries[f.rel].uri for f in files if f.rel in batch.summaries]
+
+
+EXIT_ERROR, EXIT_BUSY = 2, 3
+
+
+def exit_code(main: Callable[[], int]) -> int:
+    """Run ``main``; known failures become one clear line on stderr and an exit code."""
+    from lakeflow.catalog.base import CatalogError
+    from lakeflow.compaction.commit import CommitConflict
+    from lakeflow.compaction.ledger import LedgerError
+    from lakeflow.compaction.lock import CompactionBusy
+    from lakeflow.settings import SettingsError
+
+    try:
+        return main()
+    except CompactionBusy as exc:
+        print(f"compact: refused: {exc}", file=sys.stderr)
+        return EXIT_BUSY
+    except (SettingsError, CatalogError, LedgerError, CommitConflict) as exc:
+        print(f"compact: {exc}", file=sys.stderr)
+        return EXIT_ERROR

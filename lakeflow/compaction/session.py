@@ -1,0 +1,49 @@
+"""The Spark session of a compaction run, and each table's storage settings as Spark options.
+
+Credentials never travel on the spark-submit command line: the driver reads them from the
+catalog (vended) and sets them here, programmatically. The raw table's ``fs.s3a.*`` settings go
+into the session (reads, listing); the target table's are given to its own reads and writes as
+options, with S3A's FileSystem cache bypassed so each table is accessed with its own credentials.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+from pyspark.sql import SparkSession
+
+from lakeflow.credentials import S3ASettings
+
+log = logging.getLogger(__name__)
+
+SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",                        # days are UTC days
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",  # Iceberg timestamptz, not INT96
+    "spark.sql.parquet.compression.codec": "zstd",
+    "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",  # no _SUCCESS files
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",   # no .crc side files
+    "spark.ui.showConsoleProgress": "false",                    # the job logs its own progress
+    "spark.log.level": "WARN",
+}
+
+
+def spark_session(app_name: str, raw_s3a: Optional[S3ASettings]) -> SparkSession:
+    """The session (master and resources come from spark-submit), with the raw table's S3A settings."""
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    if raw_s3a is not None:
+        for key, value in raw_s3a.spark().items():
+            builder = builder.config(key, value)
+        log.info("[spark] raw table storage: %s", raw_s3a.redacted())
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def table_options(s3a: Optional[S3ASettings]) -> dict[str, str]:
+    """Read/write options giving one table's S3A settings to Spark (empty for local tables)."""
+    if s3a is None:
+        return {}
+    return {**s3a.hadoop, "fs.s3a.impl.disable.cache": "true"}

@@ -1,0 +1,190 @@
+"""``lakeflow harvest``: Flink jobs, runs and lineage (plus compaction runs) → DataHub / OpenLineage / JSON."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+FORMATS = ("json", "datahub", "openlineage")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "harvest", help="harvest Flink jobs, runs and lineage from the JobManager REST API",
+        description="Read jobs, plans, runs and lineage from a Flink JobManager (and a SQL Gateway for "
+                    "catalog tables), merge the compaction's run events, and write DataHub MCPs, "
+                    "OpenLineage events or neutral JSON. Credentials come from the environment: "
+                    "FLINK_API_TOKEN or FLINK_API_USERNAME/FLINK_API_PASSWORD, DATAHUB_GMS_TOKEN.")
+    p.add_argument("--rest-url", help="JobManager REST URL, e.g. http://localhost:8081 (or in --recipe)")
+    p.add_argument("--sql-gateway-url", help="SQL Gateway REST URL, resolves SQL catalog tables")
+    p.add_argument("--recipe", type=Path, help="recipe YAML (DataHub flink-source layout); flags override it")
+    p.add_argument("--format", choices=FORMATS, default="json", help="output format (default json)")
+    p.add_argument("--output", default="-", help="output file, '-' for stdout (default)")
+    p.add_argument("--datahub-gms", metavar="URL", help="also send the DataHub MCPs to this GMS over REST")
+    p.add_argument("--datahub-token", metavar="SOURCE",
+                   help="GMS token from env:VAR or file:PATH (default: $DATAHUB_GMS_TOKEN if set); "
+                        "never the token itself")
+    p.add_argument("--env", help="DataHub environment (default PROD)")
+    p.add_argument("--platform-instance", help="platform instance of the Flink cluster")
+    p.add_argument("--job-name-allow", action="append", metavar="REGEX", help="only jobs whose name matches")
+    p.add_argument("--job-name-deny", action="append", metavar="REGEX", help="skip jobs whose name matches")
+    p.add_argument("--include-job-states", metavar="STATES", help="comma-separated, default RUNNING,FINISHED,FAILED,CANCELED")
+    p.add_argument("--operator-granularity", choices=("job", "vertex"), help="one task per job (default) or vertex")
+    p.add_argument("--no-lineage", action="store_true", help="skip plan lineage")
+    p.add_argument("--no-run-history", action="store_true", help="skip runs (DataProcessInstances)")
+    p.add_argument("--trust-operator-names", action="store_true",
+                   help="turn name-only evidence (an operator named KafkaSource-x) into lineage edges")
+    p.add_argument("--max-workers", type=int, help="parallel job fetches (default 10)")
+    p.add_argument("--timeout", type=float, help="HTTP timeout in seconds (default 30)")
+    p.add_argument("--max-retries", type=int, help="retries on 5xx/429/connection errors (default 3)")
+    p.add_argument("--lineage-dir", type=Path,
+                   help="compaction run events to merge (default $LINEAGE_DIR, else $LAKEFLOW_HOME/lineage if present)")
+    p.add_argument("--state-file", type=Path, help="enable stale-entity removal with this state file")
+    p.add_argument("--fail-safe-threshold", type=float, help="max %% of entities removed at once (default 75)")
+    p.set_defaults(handler=run)
+
+
+def _config(args: argparse.Namespace):
+    from dataclasses import replace
+
+    from lakeflow.lineage.config import ConfigError, HarvestConfig, NamePattern, from_mapping, load_recipe
+
+    if args.recipe:
+        cfg = load_recipe(args.recipe)
+    elif args.rest_url:
+        cfg = from_mapping({"connection": {"rest_api_url": args.rest_url}})
+    else:
+        raise ConfigError("give --rest-url URL (the JobManager REST API) or --recipe FILE")
+    conn = cfg.connection
+    token, user, password = (os.environ.get(v) for v in ("FLINK_API_TOKEN", "FLINK_API_USERNAME", "FLINK_API_PASSWORD"))
+    if token or user or password:
+        from lakeflow.lineage.flink_rest import Auth
+        from lakeflow.secret import Secret
+
+        try:
+            conn = replace(conn, auth=Auth(Secret(token) if token else None, user, Secret(password) if password else None))
+        except ValueError as exc:
+            raise ConfigError(f"FLINK_API_* environment: {exc}") from None
+    conn = replace(conn, url=args.rest_url or conn.url,
+                   timeout_s=args.timeout if args.timeout is not None else conn.timeout_s,
+                   max_retries=args.max_retries if args.max_retries is not None else conn.max_retries)
+    gateway = cfg.sql_gateway
+    if args.sql_gateway_url or gateway:
+        gateway = replace(conn, url=args.sql_gateway_url or gateway.url)
+    changes: dict = {"connection": conn, "sql_gateway": gateway}
+    if args.job_name_allow or args.job_name_deny:
+        changes["job_name_pattern"] = NamePattern(tuple(args.job_name_allow or cfg.job_name_pattern.allow),
+                                                  tuple(args.job_name_deny or cfg.job_name_pattern.deny))
+    if args.include_job_states:
+        check = from_mapping({"connection": {"rest_api_url": conn.url},
+                              "include_job_states": [s.strip() for s in args.include_job_states.split(",") if s.strip()]})
+        changes["include_job_states"] = check.include_job_states
+    for flag, key in (("env", "env"), ("platform_instance", "platform_instance"),
+                      ("operator_granularity", "operator_granularity"), ("max_workers", "max_workers"),
+                      ("fail_safe_threshold", "fail_safe_threshold"), ("state_file", "state_file")):
+        if getattr(args, flag) is not None:
+            changes[key] = getattr(args, flag)
+    if args.no_lineage:
+        changes["include_lineage"] = False
+    if args.no_run_history:
+        changes["include_run_history"] = False
+    if args.trust_operator_names:
+        changes["trust_operator_names"] = True
+    changes["lineage_dir"] = args.lineage_dir or cfg.lineage_dir or _default_lineage_dir()
+    if changes.get("max_workers", 1) < 1:
+        raise ConfigError(f"--max-workers: expected ≥ 1, got {changes['max_workers']}")
+    return replace(cfg, **changes)
+
+
+def _default_lineage_dir():
+    if os.environ.get("LINEAGE_DIR"):
+        return Path(os.environ["LINEAGE_DIR"])
+    home = Path(os.environ.get("LAKEFLOW_HOME", ".lakeflow")) / "lineage"
+    return home if home.is_dir() else None
+
+
+def _token(source):
+    from lakeflow.lineage.config import ConfigError
+    from lakeflow.secret import Secret
+
+    if source is None:
+        value = os.environ.get("DATAHUB_GMS_TOKEN")
+        return Secret(value) if value else None
+    kind, _, ref = source.partition(":")
+    if kind == "env" and ref:
+        if ref not in os.environ:
+            raise ConfigError(f"--datahub-token env:{ref}: environment variable {ref} is not set")
+        return Secret(os.environ[ref])
+    if kind == "file" and ref:
+        try:
+            return Secret(Path(ref).read_text().strip())
+        except OSError as exc:
+            raise ConfigError(f"--datahub-token file:{ref}: {exc.strerror}") from None
+    raise ConfigError("--datahub-token: expected env:VAR or file:PATH (a token on the command line would leak)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from lakeflow.lineage.config import ConfigError
+    from lakeflow.lineage.emit_datahub import EmitError
+    from lakeflow.lineage.flink_rest import FlinkRestError
+
+    try:
+        cfg = _config(args)
+        token = _token(args.datahub_token)
+        return _run(args, cfg, token)
+    except (ConfigError, FlinkRestError, EmitError, ValueError) as exc:
+        print(f"lakeflow harvest: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, cfg, token) -> int:
+    from lakeflow.lineage import state
+    from lakeflow.lineage.harvest import harvest
+    from lakeflow.lineage.report import HarvestReport
+
+    report = HarvestReport()
+    result = harvest(cfg, report)
+    graph, removed = result.graph, ()
+    if cfg.state_file is not None:
+        current = state.owned(graph, cfg.env, cfg.platform_instance)
+        verdict = state.check(state.load(cfg.state_file), current, result.protected_names, cfg.fail_safe_threshold)
+        if verdict.warning:
+            report.warnings.append(verdict.warning)
+        removed = verdict.removed if cfg.remove_stale_metadata else ()
+        report.removed = list(removed)
+    with report.timed("emit"):
+        mcps = None
+        if args.format == "json":
+            from lakeflow.lineage.emit_json import dumps
+            text = dumps(graph, removed)
+        elif args.format == "openlineage":
+            from lakeflow.lineage.emit_openlineage import dumps, events
+            text = dumps(events(graph, cfg.platform_instance))
+        else:
+            from lakeflow.lineage.emit_datahub import dumps, proposals
+            mcps = proposals(graph, cfg.env, cfg.platform_instance, removed)
+            text = dumps(mcps)
+        _write(args.output, text)
+        if args.datahub_gms:
+            from lakeflow.lineage.emit_datahub import proposals, send
+            mcps = mcps or proposals(graph, cfg.env, cfg.platform_instance, removed)
+            sent = send(mcps, args.datahub_gms, token, cfg.connection.timeout_s, cfg.connection.max_retries)
+            print(f"sent {sent} proposals to {args.datahub_gms}", file=sys.stderr)
+    if cfg.state_file is not None and not verdict.warning:
+        state.save(cfg.state_file, verdict.state)  # only after the output is written
+    for line in report.lines():
+        print(line, file=sys.stderr)
+    return 1 if report.jobs_failed else 0
+
+
+def _write(output: str, text: str) -> None:
+    if output == "-":
+        sys.stdout.write(text)
+        return
+    path = Path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

@@ -1,0 +1,109 @@
+"""One harvest: read the JobManager (and the SQL Gateway, and the lineage store), build the graph.
+
+Job details are fetched with bounded parallelism (``max_workers``). A job that cannot be read is
+reported and left out; the harvest goes on. Jobs filtered out by name or state are still *seen*:
+stale-entity removal never removes a job the cluster still has (e.g. one that is RESTARTING).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Optional
+
+from lakeflow.lineage.config import HarvestConfig
+from lakeflow.lineage.flink_rest import FlinkRestClient, FlinkRestError, IOMetrics, JobSummary
+from lakeflow.lineage.graph import FlinkJob, Graph, build
+from lakeflow.lineage.plan import job_references
+from lakeflow.lineage.report import HarvestReport
+from lakeflow.lineage.resolve import Resolver
+from lakeflow.lineage.sql_gateway import SqlGatewayClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Harvest:
+    graph: Graph
+    protected_names: frozenset[str]  # jobs the cluster still has but left out for their state or unreadable
+    report: HarvestReport
+
+
+def harvest(config: HarvestConfig, report: Optional[HarvestReport] = None) -> Harvest:
+    """Read everything the config points at and build the lineage graph."""
+    report = report or HarvestReport()
+    client = FlinkRestClient(config.connection)
+    gateway = (SqlGatewayClient(config.sql_gateway, config.sql_gateway_operation_timeout_s)
+               if config.sql_gateway and config.include_lineage else None)
+    try:
+        with report.timed("cluster"):
+            cluster = client.cluster_config()
+            summaries = client.jobs()
+        report.jobs_seen = len(summaries)
+        selected = _select(config, summaries, report)
+        resolver = Resolver(config, gateway)
+        with report.timed("jobs"):
+            with ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="harvest") as pool:
+                outcomes = list(pool.map(lambda s: _job(client, resolver, config, s), selected))
+        jobs = [o for o in outcomes if isinstance(o, FlinkJob)]
+        failed = [(s.jid, o) for s, o in zip(selected, outcomes) if isinstance(o, str)]
+        for jid, error in failed:
+            report.jobs_failed[jid] = error
+            log.warning("job %s: %s", jid, error)
+        report.jobs_processed = len(jobs)
+        spark_runs = []
+        if config.lineage_dir is not None:
+            from lakeflow.lineage.spark import read_runs
+
+            with report.timed("lineage store"):
+                spark_runs = read_runs(config.lineage_dir)
+            report.spark_runs = len(spark_runs)
+        graph = build(jobs, spark_runs, vertex_granularity=config.operator_granularity == "vertex",
+                      rest_url=config.connection.url.rstrip("/"), flink_version=cluster.flink_version,
+                      failed_jobs=failed)
+    finally:
+        client.close()
+        if gateway is not None:
+            gateway.close()
+    report.edges = len(graph.edges())
+    for j in graph.jobs:
+        if j.unresolved:
+            report.unresolved[f"{j.name} ({j.job_id})"] = list(j.unresolved)
+    failed_ids = {jid for jid, _ in failed}
+    protected = {s.name for s in summaries if config.job_name_pattern.allowed(s.name)
+                 and (s.state.upper() not in config.include_job_states or s.jid in failed_ids)}
+    return Harvest(graph, frozenset(protected), report)
+
+
+def _select(config: HarvestConfig, summaries: tuple[JobSummary, ...], report: HarvestReport) -> list[JobSummary]:
+    selected = []
+    for s in sorted(summaries, key=lambda s: (s.name, s.start_time, s.jid)):
+        if not config.job_name_pattern.allowed(s.name):
+            report.filtered_by_name += 1
+        elif s.state.upper() not in config.include_job_states:
+            report.filtered_by_state += 1
+        else:
+            selected.append(s)
+    return selected
+
+
+def _job(client: FlinkRestClient, resolver: Resolver, config: HarvestConfig, s: JobSummary) -> "FlinkJob | str":
+    """One job, fully read and resolved; or the error text when it cannot be read."""
+    try:
+        detail = client.job(s.jid)
+        job_config = client.job_config(s.jid)
+        run_history = config.include_run_history
+        checkpoints = client.checkpoints(s.jid) if run_history else None
+        checkpoint_config = client.checkpoint_config(s.jid)
+        exceptions = client.exceptions(s.jid) if run_history else None
+        live_io = None
+        if run_history and detail.live:
+            live_io = sum((client.vertex_io(s.jid, v.id) for v in detail.vertices), IOMetrics())
+        resolutions = ()
+        if config.include_lineage:
+            resolutions = tuple(resolver.resolve(job_references(detail.plan or ()), job_config.user_config))
+        return FlinkJob(detail, job_config, checkpoints, checkpoint_config, exceptions, live_io, resolutions)
+    except FlinkRestError as exc:
+        return str(exc)
+

@@ -1,0 +1,184 @@
+"""Turning plan references into datasets, by fidelity.
+
+1. What the job declares: lakeflow's global job parameters (``PARAM_*``: table location and its
+   Lakekeeper identity) and its sink name ``LakeflowSink[<location>]``.
+2. SQL plan nodes naming a catalog table, resolved through ``catalog_platform_map`` (the user's
+   word wins), then the SQL Gateway: ``DESCRIBE CATALOG`` (jdbc / iceberg / paimon catalogs), then
+   ``SHOW CREATE TABLE`` (the ``connector`` option; a ``filesystem`` table is its ``path``).
+3. Operator names (``KafkaSource-x``, ``<name>: Writer``): name-only evidence, reported as
+   unresolved unless ``trust_operator_names`` is set.
+
+Whatever cannot be resolved is returned with the reason; connectors that are not datasets
+(``datagen``, ``print``, ``blackhole``) are returned as skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+from urllib.parse import urlparse
+
+from lakeflow.lineage import datasets as ds
+from lakeflow.lineage.config import HarvestConfig
+from lakeflow.lineage.datasets import DatasetId
+from lakeflow.lineage.flink_rest import FlinkRestError
+from lakeflow.lineage.plan import SINK, Reference, TableRef
+from lakeflow.lineage.sql_gateway import SqlGatewayClient
+
+NOT_DATASETS = frozenset({"datagen", "print", "blackhole"})
+JDBC_PLATFORMS = {"jdbc:postgresql": "postgres", "jdbc:mysql": "mysql", "jdbc:sqlserver": "mssql",
+                  "jdbc:oracle": "oracle", "jdbc:db2": "db2", "jdbc:mariadb": "mariadb",
+                  "jdbc:redshift": "redshift", "jdbc:snowflake": "snowflake"}
+LOCATION_SCHEMES = ("file", "s3", "s3a", "s3n", "gs", "hdfs", "abfs", "abfss")
+DECLARED, PLAN, NAME_ONLY = "declared", "plan", "name-only"
+
+
+@dataclass(frozen=True, order=True)
+class Resolution:
+    """What one reference turned out to be: a dataset, skipped (not a dataset) or unresolved."""
+
+    reference: Reference
+    dataset: Optional[DatasetId] = None
+    aliases: tuple[DatasetId, ...] = ()
+    platform_instance: Optional[str] = None
+    evidence: str = PLAN
+    skipped: Optional[str] = None
+    unresolved: Optional[str] = None
+
+
+class Resolver:
+    def __init__(self, config: HarvestConfig, gateway: Optional[SqlGatewayClient] = None) -> None:
+        self.config = config
+        self.gateway = gateway
+
+    def resolve(self, refs: list[Reference], user_config: Mapping[str, str]) -> list[Resolution]:
+        """Resolutions for a job's references, declared parameters first."""
+        out: list[Resolution] = []
+        declared = declared_output(user_config)
+        if declared is not None:
+            dataset, aliases = declared
+            sink = next((r for r in refs if r.kind == "declared" and _same(r.value, dataset)), None)
+            ref = sink or Reference(SINK, "declared", "", "global job parameters", value=user_config[ds.PARAM_LOCATION])
+            out.append(self._with_instance(Resolution(ref, dataset, aliases, evidence=DECLARED)))
+            refs = [r for r in refs if r is not sink]
+        for ref in refs:
+            out.append(self._with_instance(self._one(ref)))
+        return sorted(out)
+
+    def _with_instance(self, r: Resolution) -> Resolution:
+        if r.dataset is None or r.platform_instance:
+            return r
+        instance = self.config.platform_instance_map.get(r.dataset.platform)
+        return Resolution(**{**r.__dict__, "platform_instance": instance}) if instance else r
+
+    def _one(self, ref: Reference) -> Resolution:
+        if ref.kind == "declared":
+            return Resolution(ref, ds.from_location(ref.value or ""), evidence=DECLARED)
+        if ref.kind == "table" and ref.table is not None:
+            return self._table(ref, ref.table)
+        if ref.kind == "table-writer":
+            return Resolution(ref, unresolved=f"table sink '{ref.table}': the plan names no catalog or database "
+                                              "(Sink V2 writer)")
+        if ref.kind == "filesystem":
+            return Resolution(ref, unresolved=f"filesystem table sink ({ref.operator}): the plan names neither "
+                                              "the table nor its path")
+        if ref.kind == "kafka":
+            if self.config.trust_operator_names:
+                return Resolution(ref, DatasetId("kafka", ref.value or ""), evidence=NAME_ONLY)
+            return Resolution(ref, evidence=NAME_ONLY, unresolved=(
+                f"name-only: operator '{ref.operator}' is named like a Kafka {ref.role} of topic "
+                f"'{ref.value}', but nothing else shows a Kafka connector"))
+        if ref.kind == "writer":
+            loc = ref.value or ""
+            if self.config.trust_operator_names and urlparse(loc).scheme in LOCATION_SCHEMES:
+                return Resolution(ref, ds.from_location(loc), evidence=NAME_ONLY)
+            return Resolution(ref, evidence=NAME_ONLY, unresolved=(
+                f"name-only: sink '{loc}' (Writer/Committer) does not say what it writes"))
+        return Resolution(ref, evidence=NAME_ONLY, unresolved=(
+            f"{ref.role} '{ref.value or ref.operator}': no connector evidence in the plan"))
+
+    def _table(self, ref: Reference, t: TableRef) -> Resolution:
+        mapped = self.config.catalog_platform_map.get(t.catalog or "")
+        instance = mapped.platform_instance if mapped else None
+        if mapped and mapped.platform:
+            return Resolution(ref, DatasetId(mapped.platform, f"{t.database}.{t.table}"), platform_instance=instance)
+        if self.gateway is None:
+            return Resolution(ref, unresolved=f"catalog table {t}: platform unknown (give --sql-gateway-url or a "
+                                              "catalog_platform_map entry)")
+        try:
+            info = self._catalog(t.catalog or "")
+            kind = info.get("type", "")
+            if kind == "jdbc":
+                return self._jdbc(ref, t, info.get("option:base-url", ""), instance)
+            if kind in ("iceberg", "paimon"):
+                return Resolution(ref, DatasetId(kind, f"{t.database}.{t.table}"),
+                                  aliases=_catalog_aliases(info, t), platform_instance=instance)
+            options = self.gateway.table_options(t)
+        except FlinkRestError as exc:
+            return Resolution(ref, unresolved=f"catalog table {t}: SQL Gateway lookup failed: {exc}")
+        return self._from_options(ref, t, options, info.get("type", ""), instance)
+
+    def _catalog(self, catalog: str) -> dict[str, str]:
+        """DESCRIBE CATALOG, or {} when the gateway cannot describe it (Flink < 1.20, default_catalog)."""
+        assert self.gateway is not None
+        try:
+            return self.gateway.catalog_info(catalog)
+        except FlinkRestError:
+            return {}
+
+    def _jdbc(self, ref: Reference, t: TableRef, url: str, instance: Optional[str]) -> Resolution:
+        platform = next((p for prefix, p in JDBC_PLATFORMS.items() if url.startswith(prefix)), None)
+        if platform is None:
+            return Resolution(ref, unresolved=f"catalog table {t}: unknown JDBC URL {url!r}")
+        host = urlparse(url[len("jdbc:"):]).netloc
+        namespace = f"{platform}://{host}" if host else platform
+        return Resolution(ref, DatasetId(namespace, f"{t.database}.{t.table}"), platform_instance=instance)
+
+    def _from_options(self, ref: Reference, t: TableRef, options: Mapping[str, str], catalog_type: str,
+                      instance: Optional[str]) -> Resolution:
+        connector = options.get("connector", "")
+        if connector in NOT_DATASETS:
+            return Resolution(ref, skipped=f"{t}: connector '{connector}' is not a dataset")
+        if connector == "filesystem":
+            if not options.get("path"):
+                return Resolution(ref, unresolved=f"catalog table {t}: filesystem table without a path")
+            return Resolution(ref, ds.from_location(options["path"]), aliases=(DatasetId("flink-catalog", str(t)),),
+                              platform_instance=instance)
+        if connector in ("kafka", "upsert-kafka"):
+            topic = options.get("topic", "")
+            if not topic or ";" in topic:
+                return Resolution(ref, unresolved=f"catalog table {t}: Kafka table without a single topic")
+            servers = options.get("properties.bootstrap.servers", "").split(",")[0].strip()
+            return Resolution(ref, DatasetId(f"kafka://{servers}" if servers else "kafka", topic),
+                              platform_instance=instance)
+        if connector == "jdbc":
+            table_name = options.get("table-name") or t.table
+            return self._jdbc(ref, TableRef(t.catalog, t.database, table_name), options.get("url", ""), instance)
+        if not connector:
+            if catalog_type == "hive":
+                return Resolution(ref, DatasetId("hive", f"{t.database}.{t.table}"), platform_instance=instance)
+            return Resolution(ref, unresolved=f"catalog table {t}: its DDL names no connector")
+        return Resolution(ref, DatasetId(connector, f"{t.database}.{t.table}"), platform_instance=instance)
+
+
+def declared_output(user_config: Mapping[str, str]) -> Optional[tuple[DatasetId, tuple[DatasetId, ...]]]:
+    """The table a lakeflow job declares in its global job parameters: its location's dataset and
+    its catalog identity as an alias; None when the job declares nothing."""
+    location = user_config.get(ds.PARAM_LOCATION)
+    if not location:
+        return None
+    aliases: tuple[DatasetId, ...] = ()
+    parts = [user_config.get(k) for k in (ds.PARAM_CATALOG_URI, ds.PARAM_WAREHOUSE, ds.PARAM_NAMESPACE, ds.PARAM_TABLE)]
+    if all(parts):
+        aliases = (ds.catalog_alias(*parts),)  # type: ignore[arg-type]
+    return ds.from_location(location), aliases
+
+
+def _same(location: Optional[str], dataset: DatasetId) -> bool:
+    return location is not None and ds.from_location(location) == dataset
+
+
+def _catalog_aliases(info: Mapping[str, str], t: TableRef) -> tuple[DatasetId, ...]:
+    """An Iceberg REST catalog table's catalog identity (joins Lakekeeper's alias of the same table)."""
+    uri, warehouse = info.get("option:uri", ""), info.get("option:warehouse", "")
+    return (ds.catalog_alias(uri, warehouse, t.database or "", t.table),) if uri and warehouse else ()

@@ -1,0 +1,55 @@
+"""Compaction runs from the lineage store: OpenLineage run events merged per run id."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional
+
+from lakeflow.lineage.datasets import DatasetId
+from lakeflow.lineage.graph import SparkRun
+from lakeflow.lineage.openlineage import read_events
+
+TERMINAL = ("COMPLETE", "FAIL", "ABORT")
+
+
+def read_runs(directory: Path) -> list[SparkRun]:
+    """Every run in the store, START and COMPLETE/FAIL/ABORT events merged; sorted by run id."""
+    return merge(read_events(directory))
+
+
+def merge(events: Iterable[Mapping[str, Any]]) -> list[SparkRun]:
+    by_run: dict[str, list[Mapping[str, Any]]] = {}
+    for e in events:
+        by_run.setdefault(str(e["run"]["runId"]), []).append(e)
+    return [_run(run_id, sorted(evs, key=lambda e: (e.get("eventTime", ""), e.get("eventType") in TERMINAL)))
+            for run_id, evs in sorted(by_run.items())]
+
+
+def _run(run_id: str, events: list[Mapping[str, Any]]) -> SparkRun:
+    last = events[-1]
+    start = next((_ms(e) for e in events if e.get("eventType") == "START"), None)
+    end = next((_ms(e) for e in reversed(events) if e.get("eventType") in TERMINAL), None)
+    inputs, outputs, aliases = set(), set(), {}
+    props: dict[str, str] = {}
+    for e in events:
+        for key, target in (("inputs", inputs), ("outputs", outputs)):
+            for d in e.get(key) or ():
+                ds = DatasetId(str(d["namespace"]), str(d["name"]))
+                target.add(ds)
+                links = ((d.get("facets") or {}).get("symlinks") or {}).get("identifiers") or ()
+                if links:
+                    aliases[ds] = tuple(sorted(DatasetId(str(i["namespace"]), str(i["name"])) for i in links))
+        error = ((e.get("run") or {}).get("facets") or {}).get("errorMessage")
+        if isinstance(error, Mapping) and error.get("message"):
+            props["error"] = str(error["message"]).splitlines()[0][:500]
+    return SparkRun(run_id=run_id, namespace=str(last["job"]["namespace"]), name=str(last["job"]["name"]),
+                    event_type=str(last.get("eventType", "OTHER")), start_ms=start, end_ms=end,
+                    inputs=tuple(sorted(inputs)), outputs=tuple(sorted(outputs)), aliases=aliases, properties=props)
+
+
+def _ms(event: Mapping[str, Any]) -> Optional[int]:
+    try:
+        return int(datetime.fromisoformat(str(event["eventTime"]).replace("Z", "+00:00")).timestamp() * 1000)
+    except (KeyError, ValueError):
+        return None

@@ -1,0 +1,162 @@
+"""The Flink SQL Gateway client: catalog introspection for platform resolution.
+
+REST protocol (v1; the same for v2 with ``rowFormat``): ``POST /v1/sessions`` → sessionHandle,
+``POST /v1/sessions/{s}/statements`` → operationHandle, ``GET …/operations/{o}/result/{token}``
+→ ``resultType`` ``NOT_READY`` (poll again), ``PAYLOAD`` (rows + ``nextResultUri``) or ``EOS``.
+Lookups (``DESCRIBE CATALOG EXTENDED``, ``SHOW CREATE TABLE``) go through a thread-safe,
+single-flight cache: concurrent workers asking for the same catalog or table wait for one call.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Hashable, Optional, TypeVar
+
+import requests
+
+from lakeflow.lineage.flink_rest import Connection, FlinkRestError, new_session, read_json
+from lakeflow.lineage.plan import TableRef
+
+V = TypeVar("V")
+POLL_S = 0.05
+
+
+class SingleFlight(Generic[V]):
+    """A cache where each key is loaded once, even when many threads ask at the same time;
+    a failed load is cached too (the error is raised to every caller)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._futures: dict[Hashable, Future] = {}
+
+    def get(self, key: Hashable, load: Callable[[], V]) -> V:
+        with self._lock:
+            future = self._futures.get(key)
+            owner = future is None
+            if owner:
+                future = self._futures[key] = Future()
+        if owner:
+            try:
+                future.set_result(load())
+            except BaseException as exc:  # every waiter sees the same failure
+                future.set_exception(exc)
+        return future.result()
+
+
+@dataclass(frozen=True)
+class StatementResult:
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+
+class SqlGatewayClient:
+    """One gateway session, opened on first use; safe to share between threads."""
+
+    def __init__(self, conn: Connection, operation_timeout_s: float = 60.0,
+                 session: Optional[requests.Session] = None) -> None:
+        self.conn = conn
+        self.base = conn.url.rstrip("/")
+        self.operation_timeout_s = operation_timeout_s
+        self._http = session or new_session(conn, retry_500=False)
+        self._handle: Optional[str] = None
+        self._open_lock = threading.Lock()
+        self._catalogs: SingleFlight[dict[str, str]] = SingleFlight()
+        self._tables: SingleFlight[dict[str, str]] = SingleFlight()
+
+    def _call(self, method: str, path: str, body: Optional[dict] = None) -> Any:
+        url = f"{self.base}{path}"
+        try:
+            response = self._http.request(method, url, json=body, stream=True, timeout=self.conn.timeout_s)
+        except requests.RequestException as exc:
+            raise FlinkRestError(f"SQL Gateway {method} {url}: {type(exc).__name__}: {str(exc)[:300]}") from exc
+        return read_json(response, f"SQL Gateway {method} {url}")
+
+    def _session(self) -> str:
+        with self._open_lock:
+            if self._handle is None:
+                answer = self._call("POST", "/v1/sessions", {"sessionName": "lakeflow-harvest", "properties": {}})
+                handle = answer.get("sessionHandle") if isinstance(answer, dict) else None
+                if not isinstance(handle, str):
+                    raise FlinkRestError(f"SQL Gateway: POST /v1/sessions answered no sessionHandle: {answer!r:.200}")
+                self._handle = handle
+            return self._handle
+
+    def execute(self, statement: str) -> StatementResult:
+        """Run one statement and fetch all its result pages. Errors name the statement and the
+        gateway's reason (no URLs or handles: they end up in the harvest output)."""
+        try:
+            return self._execute(statement)
+        except FlinkRestError as exc:
+            raise FlinkRestError(f"{statement}: {exc.detail}", exc.status, exc.detail) from exc
+
+    def _execute(self, statement: str) -> StatementResult:
+        s = self._session()
+        answer = self._call("POST", f"/v1/sessions/{s}/statements", {"statement": statement})
+        op = answer.get("operationHandle") if isinstance(answer, dict) else None
+        if not isinstance(op, str):
+            raise FlinkRestError(f"SQL Gateway: statement answered no operationHandle: {answer!r:.200}")
+        uri: Optional[str] = f"/v1/sessions/{s}/operations/{op}/result/0"
+        deadline = time.monotonic() + self.operation_timeout_s
+        columns: tuple[str, ...] = ()
+        rows: list[tuple[Any, ...]] = []
+        while uri:
+            page = self._call("GET", uri)
+            kind = page.get("resultType") if isinstance(page, dict) else None
+            if kind == "NOT_READY":
+                if time.monotonic() > deadline:
+                    raise FlinkRestError(f"SQL Gateway: {statement!r} not ready after {self.operation_timeout_s:.0f}s")
+                time.sleep(POLL_S)
+                continue
+            if kind not in ("PAYLOAD", "EOS"):
+                raise FlinkRestError(f"SQL Gateway: unexpected resultType {kind!r} for {statement!r}")
+            results = page.get("results") or {}
+            if results.get("columns"):
+                columns = tuple(str(c.get("name")) for c in results["columns"])
+            rows.extend(tuple(r.get("fields", ())) for r in results.get("data") or ())
+            uri = page.get("nextResultUri") if kind == "PAYLOAD" else None
+        return StatementResult(columns, tuple(rows))
+
+    def catalog_info(self, catalog: str) -> dict[str, str]:
+        """``DESCRIBE CATALOG EXTENDED`` (Flink 1.20+): ``type``, ``option:*``, … (cached)."""
+        def load() -> dict[str, str]:
+            result = self.execute(f"DESCRIBE CATALOG EXTENDED {quote(catalog)}")
+            return {str(k): "" if v is None else str(v) for k, v, *_ in result.rows}
+        return self._catalogs.get(catalog, load)
+
+    def table_options(self, table: TableRef) -> dict[str, str]:
+        """The ``WITH (…)`` options of ``SHOW CREATE TABLE`` (cached)."""
+        def load() -> dict[str, str]:
+            result = self.execute(f"SHOW CREATE TABLE {'.'.join(quote(p) for p in (table.catalog, table.database, table.table) if p)}")
+            if not result.rows:
+                raise FlinkRestError(f"SQL Gateway: SHOW CREATE TABLE {table} returned nothing")
+            return with_options(str(result.rows[0][0]))
+        return self._tables.get(table, load)
+
+    def close(self) -> None:
+        """Close the gateway session (best effort) and the HTTP session."""
+        try:
+            if self._handle is not None:
+                self._call("DELETE", f"/v1/sessions/{self._handle}")
+        except FlinkRestError:
+            pass
+        finally:
+            self._http.close()
+
+
+def quote(identifier: str) -> str:
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+_OPTION = re.compile(r"'((?:[^']|'')*)'\s*=\s*'((?:[^']|'')*)'")
+
+
+def with_options(ddl: str) -> dict[str, str]:
+    """The ``'key' = 'value'`` pairs of a DDL's ``WITH (…)`` clause."""
+    at = ddl.upper().rfind("WITH (")
+    if at < 0:
+        return {}
+    return {k.replace("''", "'"): v.replace("''", "'") for k, v in _OPTION.findall(ddl[at:])}

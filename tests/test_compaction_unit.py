@@ -1,0 +1,360 @@
+"""Compaction building blocks without Spark: discovery, names, ledger, recovery, the Iceberg commit,
+lineage identities, configuration, lock and the launcher. Real files, real pyiceberg (SQLite)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lakeflow.catalog.local import LocalCatalog
+from lakeflow.compaction import commands
+from lakeflow.compaction.commit import (LEDGER_PROPERTY, CommitConflict, commit, iceberg_catalog,
+                                        open_target, rest_properties)
+from lakeflow.compaction.config import CRASH_POINTS, job_argv, load_config
+from lakeflow.compaction.discover import is_committed_part, list_parts
+from lakeflow.compaction.ledger import (COMPACTED, QUARANTINED, Entry, Ledger, LedgerError, RunRecord,
+                                        entries_for, load_ledger)
+from lakeflow.compaction.lineage import lineage_run, raw_datasets
+from lakeflow.compaction.lock import CompactionBusy, run_lock
+from lakeflow.compaction.naming import DataFileStats, data_file_name, final_paths, timestamp
+from lakeflow.compaction.quarantine import EMPTY, MALFORMED, move_quarantined, sort_files
+from lakeflow.compaction.recovery import Intent, recover, save_intent
+from lakeflow.compaction.report import Report
+from lakeflow.compaction.source import raw_table
+from lakeflow.compaction.storage import FileEntry, Storage, hadoop_uri, iceberg_uri
+from lakeflow.settings import SettingsError, load_settings
+
+DAY_MS = 1763683200000  # 2025-11-21T00:00:00Z
+
+
+def settings_env(home: Path, **extra: str) -> dict:
+    return {"LAKEFLOW_HOME": str(home), "LAKEFLOW_ENV_FILE": str(home / "none.env"), **extra}
+
+
+# --- discovery ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rel, committed", [
+    ("part-6f1c-0-0.json", True),
+    ("2026-11-21--10/part-6f1c-1-7.json", True),
+    (".part-6f1c-0-1.json.inprogress.5e2a", False),           # Flink in-progress / pending
+    ("2026-11-21--10/.part-6f1c-0-1.json.inprogress.5e2a", False),
+    ("part-6f1c-0-1.json.inprogress.5e2a", False),
+    ("_quarantine/part-6f1c-0-0.json", False),                # bookkeeping folders
+    ("_lakeflow/compaction/x/ledger-1.json.gz", False),
+    (".hidden/part-1-0-0.json", False),
+    ("_SUCCESS", False),
+    ("part-6f1c-0-0.csv", False),
+])
+def test_committed_part_files_only(rel: str, committed: bool) -> None:
+    assert is_committed_part(rel) is committed
+
+
+def test_listing_walks_sub_folders_and_counts_the_rest(tmp_path: Path) -> None:
+    for rel in ("part-a-0-0.json", "2026-11-21--10/part-a-1-0.json", ".part-a-0-1.json.inprogress.x",
+                "_quarantine/part-b-0-0.json", "notes.txt"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("[]")
+    listing = list_parts(Storage(tmp_path.as_uri()))
+    assert [p.rel for p in listing.parts] == ["2026-11-21--10/part-a-1-0.json", "part-a-0-0.json"]
+    assert listing.ignored == 3
+    assert all(p.size == 2 for p in listing.parts)
+
+
+def test_storage_paths(tmp_path: Path) -> None:
+    s = Storage(tmp_path.as_uri() + "/")
+    assert s.uri("a/b.json") == f"file://{tmp_path}/a/b.json"
+    assert s.relative(f"file:{tmp_path}/a/b.json") == "a/b.json"        # Spark's spelling
+    assert s.relative(f"file://{tmp_path}/a/b.json") == "a/b.json"
+    with pytest.raises(ValueError):
+        s.relative(f"file://{tmp_path.parent}/elsewhere.json")
+    assert hadoop_uri("s3://bucket/raw/t") == "s3a://bucket/raw/t"
+    assert iceberg_uri("s3a://bucket/raw/t") == "s3://bucket/raw/t"
+    assert iceberg_uri("file:/tmp/x") == "file:///tmp/x"
+
+
+def test_storage_keeps_bytes_as_given(tmp_path: Path) -> None:
+    """A ``.gz`` name must not make pyarrow (de)compress behind our back."""
+    s = Storage(tmp_path.as_uri())
+    s.write("d/ledger-1.json.gz", b"\x1f\x8b not really gzip")
+    assert s.read("d/ledger-1.json.gz") == b"\x1f\x8b not really gzip"
+    s.move("d/ledger-1.json.gz", "e/x.json.gz")
+    assert not s.exists("d/ledger-1.json.gz") and s.exists("e/x.json.gz")
+    s.delete("e/x.json.gz")
+    s.delete("e/x.json.gz")  # missing: fine
+    s.delete_dir("nowhere")
+
+
+# --- names ----------------------------------------------------------------------------------
+
+def test_data_file_names_are_informative_and_deterministic() -> None:
+    assert timestamp(DAY_MS + 36_900_123) == "20251121T101500123Z"
+    name = data_file_name("sensor-readings-compacted", "2025-11-21", DAY_MS + 36_900_123, DAY_MS + 43_199_999, 7, 1)
+    assert name == ("sensor-readings-compacted__2025-11-21__20251121T101500123Z__20251121T115959999Z"
+                    "__00000007-001.parquet")
+    staged = [DataFileStats("s/ts_day=2025-11-22/p1.parquet", "2025-11-22", 10, 100, DAY_MS + 86_400_000, DAY_MS + 86_500_000),
+              DataFileStats("s/ts_day=2025-11-21/p0.parquet", "2025-11-21", 10, 100, DAY_MS + 5, DAY_MS + 9)]
+    paths = final_paths(staged, "t", 3)
+    assert paths == ["data/ts_day=2025-11-22/t__2025-11-22__20251122T000000000Z__20251122T000140000Z__00000003-002.parquet",
+                     "data/ts_day=2025-11-21/t__2025-11-21__20251121T000000005Z__20251121T000000009Z__00000003-001.parquet"]
+    assert final_paths(list(reversed(staged)), "t", 3) == list(reversed(paths))
+
+
+# --- ledger ---------------------------------------------------------------------------------
+
+def _listing(tmp_path: Path, names: list[str]):
+    for n in names:
+        (tmp_path / n).write_text("[]")
+    return list_parts(Storage(tmp_path.as_uri()))
+
+
+def test_ledger_tracks_consumed_files_and_forgets_vanished_ones(tmp_path: Path) -> None:
+    listing = _listing(tmp_path, ["part-a-0-0.json", "part-a-0-1.json", "part-a-0-2.json"])
+    first = Ledger().advance(listing, {**entries_for(listing.parts[:1], COMPACTED, "r1", rows={"part-a-0-0.json": 5}),
+                                       **entries_for(listing.parts[1:2], QUARANTINED, "r1",
+                                                     reasons={"part-a-0-1.json": EMPTY})},
+                             RunRecord("r1", "t", 1, 5))
+    assert [f.rel for f in first.new_parts(listing)] == ["part-a-0-2.json"]
+    assert [f.rel for f in first.consumed(listing, QUARANTINED)] == ["part-a-0-1.json"]
+    assert first.files["part-a-0-0.json"].rows == 5 and first.committed("r1") and not first.committed("r2")
+
+    (tmp_path / "part-a-0-0.json").unlink()  # deleted after compaction (--delete-source)
+    listing2 = list_parts(Storage(tmp_path.as_uri()))
+    second = first.advance(listing2, entries_for(listing2.parts[-1:], COMPACTED, "r2"), RunRecord("r2", "t", 1, 0))
+    assert sorted(second.files) == ["part-a-0-1.json", "part-a-0-2.json"]
+    assert [r.run_id for r in second.runs] == ["r1", "r2"]
+    again = Ledger.from_bytes(second.to_bytes(), path="x")
+    assert again.files == second.files and again.runs == second.runs
+
+
+def test_load_ledger_refuses_a_missing_or_foreign_ledger(tmp_path: Path) -> None:
+    s = Storage(tmp_path.as_uri())
+    assert load_ledger(s, None).files == {}
+    with pytest.raises(LedgerError, match="missing"):
+        load_ledger(s, s.uri("_lakeflow/ledger-gone.json.gz"))
+    with pytest.raises(LedgerError, match="not under the raw table"):
+        load_ledger(s, "s3://elsewhere/ledger.json.gz")
+    s.write("_lakeflow/bad.json.gz", b"garbage")
+    with pytest.raises(LedgerError, match="unreadable"):
+        load_ledger(s, s.uri("_lakeflow/bad.json.gz"))
+
+
+# --- quarantine -----------------------------------------------------------------------------
+
+def test_sort_files_sets_aside_empty_and_malformed(tmp_path: Path) -> None:
+    files = [FileEntry("a.json", 100, None), FileEntry("empty.json", 0, None), FileEntry("bad.json", 50, None),
+             FileEntry("none.json", 2, None)]
+    s = sort_files(files, malformed={"bad.json"}, rows={"a.json": 4, "bad.json": 1}, bad_rows={"a.json": 1})
+    assert [f.rel for f in s.compacted] == ["a.json", "none.json"]
+    assert s.reasons == {"empty.json": EMPTY, "bad.json": MALFORMED}
+    assert s.rows == {"a.json": 4, "none.json": 0} and s.bad_rows == {"a.json": 1, "none.json": 0}
+
+    raw = Storage(tmp_path.as_uri())
+    raw.write("2026-11-21--10/bad.json", b"[{")
+    moved = move_quarantined(raw, [FileEntry("2026-11-21--10/bad.json", 2, None)],
+                             {"2026-11-21--10/bad.json": MALFORMED}, "r1")
+    assert moved == 1 and not raw.exists("2026-11-21--10/bad.json")
+    assert raw.read("_quarantine/2026-11-21--10/bad.json") == b"[{"
+    reason = json.loads(raw.read("_quarantine/2026-11-21--10/bad.json.reason.json"))
+    assert reason == {"file": "2026-11-21--10/bad.json", "size": 2, "reason": MALFORMED, "run_id": "r1"}
+
+
+# --- recovery -------------------------------------------------------------------------------
+
+def test_recover_removes_only_what_uncommitted_runs_wrote(tmp_path: Path) -> None:
+    raw, target = Storage((tmp_path / "raw").as_uri()), Storage((tmp_path / "ice").as_uri())
+    state = "_lakeflow/compaction/iot.t"
+    for run in ("dead", "done"):
+        target.write(f"data/_staging/{run}/ts_day=2025-11-21/part-0.parquet", b"x")
+        target.write(f"data/ts_day=2025-11-21/t__{run}.parquet", b"x")
+        raw.write(f"_quarantine/records/run={run}/part-0.json", b"{}")
+        raw.write(f"{state}/ledger-{run}.json.gz", b"x")
+        save_intent(raw, state, Intent(run, f"data/_staging/{run}", f"_quarantine/records/run={run}")
+                    .with_outputs([f"data/ts_day=2025-11-21/t__{run}.parquet"], f"{state}/ledger-{run}.json.gz",
+                                  f"{state}/ledger-old.json.gz"))
+    raw.write(f"{state}/ledger-old.json.gz", b"x")
+    target.write("data/ts_day=2025-11-21/someone-elses.parquet", b"x")  # never ours to delete
+    ledger = Ledger(runs=(RunRecord("done", "t", 1, 1),))
+
+    assert recover(raw, target, state, ledger) == 1
+    assert sorted(e.rel for e in target.list()) == ["data/ts_day=2025-11-21/someone-elses.parquet",
+                                                   "data/ts_day=2025-11-21/t__done.parquet"]
+    assert sorted(e.rel for e in raw.list()) == [f"{state}/ledger-done.json.gz",
+                                                "_quarantine/records/run=done/part-0.json"]
+
+
+# --- the Iceberg commit ---------------------------------------------------------------------
+
+def _parquet(path: Path, rows: list[dict]) -> None:
+    from lakeflow.compaction.schema import FIELDS
+    types = {"string": pa.string(), "bigint": pa.int64(), "double": pa.float64()}
+    schema = pa.schema([*(pa.field(n, types[t]) for n, t in FIELDS), pa.field("ts", pa.timestamp("us", tz="UTC"))])
+    table = pa.Table.from_pylist([{**r, "ts": datetime.fromtimestamp(r["timestamp_ms"] / 1000, tz=timezone.utc)}
+                                  for r in rows], schema=schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+def _reading(seq: int, ms: int) -> dict:
+    return {"sensor_id": "sensor-001", "run_id": "r", "seq": seq, "timestamp_ms": ms, "temperature": 1.0,
+            "humidity": 50.0, "pressure": 1000.0, "location": "lab"}
+
+
+def test_commit_adds_files_and_ledger_atomically_and_rejects_a_stale_run(tmp_path: Path) -> None:
+    settings = load_settings(settings_env(tmp_path))
+    source = (tmp_path / "raw").as_uri()
+    target = open_target(iceberg_catalog(settings), ("iot",), "t", source)
+    assert target.table.spec().fields[0].name == "ts_day" and str(target.table.spec().fields[0].transform) == "day"
+    stale = open_target(iceberg_catalog(settings), ("iot",), "t", source)  # a concurrent run's view
+    data = tmp_path / "ice" / "f1.parquet"
+    _parquet(data, [_reading(1, DAY_MS + 1), _reading(2, DAY_MS + 2)])
+
+    assert target.next_sequence == 1
+    snap = commit(target, [data.as_uri()], f"{source}/_lakeflow/l1.json.gz", source, "run-1", {"lakeflow.raw-files": "2"})
+    table = iceberg_catalog(settings).load_table(("iot", "t"))
+    assert table.current_snapshot().snapshot_id == snap
+    assert table.properties[LEDGER_PROPERTY] == f"{source}/_lakeflow/l1.json.gz"
+    assert table.current_snapshot().summary["lakeflow.raw-files"] == "2"
+    assert table.scan().to_arrow().num_rows == 2
+    assert target.files_overlapping(DAY_MS, DAY_MS + 1) == [f"file://{data}"]
+    assert target.files_overlapping(DAY_MS + 10, DAY_MS + 20) == []
+
+    other = tmp_path / "ice" / "f2.parquet"
+    _parquet(other, [_reading(3, DAY_MS + 3)])
+    with pytest.raises(CommitConflict, match="changed while this run worked"):
+        commit(stale, [other.as_uri()], f"{source}/_lakeflow/l2.json.gz", source, "run-2", {})
+    table = iceberg_catalog(settings).load_table(("iot", "t"))
+    assert table.scan().to_arrow().num_rows == 2 and table.properties[LEDGER_PROPERTY].endswith("l1.json.gz")
+
+    with pytest.raises(CommitConflict, match="compacted from"):
+        open_target(iceberg_catalog(settings), ("iot",), "t", (tmp_path / "other-raw").as_uri())
+
+
+class _IcebergConfig(BaseHTTPRequestHandler):
+    """Answers the Iceberg REST ``GET /v1/config`` the way Lakekeeper does; records the request."""
+
+    seen: list = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        type(self).seen.append((self.path, self.headers.get("Authorization"), self.headers.get("x-project-id")))
+        body = json.dumps({"defaults": {"prefix": "0190-wh"}, "overrides": {}, "endpoints": []}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_rest_catalog_sends_the_lakekeeper_auth_and_warehouse(tmp_path: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _IcebergConfig)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        settings = load_settings(settings_env(tmp_path, LAKEKEEPER=url, WAREHOUSE_ID="demo", TOKEN="tok-123",
+                                              PROJECT_ID="p1"))
+        catalog = iceberg_catalog(settings)
+        assert _IcebergConfig.seen[-1] == ("/catalog/v1/config?warehouse=demo", "Bearer tok-123", "p1")
+        assert "tok-123" not in repr(catalog)
+    finally:
+        server.shutdown()
+    oauth = load_settings(settings_env(tmp_path, LAKEKEEPER=url, WAREHOUSE_ID="demo", OAUTH_TOKEN_URL=f"{url}/token",
+                                       OAUTH_CLIENT_ID="cid", OAUTH_CLIENT_SECRET="s3cr3t"))
+    props = rest_properties(oauth)
+    assert props["credential"] == "cid:s3cr3t" and props["oauth2-server-uri"] == f"{url}/token"
+    assert props["scope"] == "lakekeeper" and "token" not in props
+
+
+# --- lineage --------------------------------------------------------------------------------
+
+def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) -> None:
+    from lakeflow.ingest.job import IngestJob
+    from lakeflow.lineage import datasets
+    from lakeflow.lineage.spark import read_runs
+
+    env = settings_env(tmp_path / "home")
+    config = load_config([], env)
+    handle = LocalCatalog(config.settings.home).register(("iot",), "sensor-readings")
+    raw = raw_table(handle)
+    declared = IngestJob.plan(config.settings, handle).job_parameters()
+    canonical, alias = raw_datasets(config, raw)
+    assert canonical == datasets.from_location(declared[datasets.PARAM_LOCATION])
+    assert alias == datasets.catalog_alias(declared[datasets.PARAM_CATALOG_URI], declared[datasets.PARAM_WAREHOUSE],
+                                           declared[datasets.PARAM_NAMESPACE], declared[datasets.PARAM_TABLE])
+
+    target = open_target(iceberg_catalog(config.settings), ("iot",), config.target_table, raw.location)
+    report = Report(run_id=config.run_id, source=raw.location, target=config.target_name)
+    with pytest.raises(RuntimeError, match="boom"):
+        with lineage_run(config, raw, target, report):
+            report.rows_in = 7
+            raise RuntimeError("boom")
+    (run,) = read_runs(config.settings.lineage_dir)
+    assert run.run_id == config.run_id and run.event_type == "FAIL" and "boom" in run.properties["error"]
+    assert run.inputs == (canonical,) and run.aliases[canonical] == (alias,)
+    assert run.outputs == (datasets.from_location(target.location),)
+    assert report.status == "failed"
+
+
+# --- configuration, lock, launcher ----------------------------------------------------------
+
+def test_config_defaults_and_errors_name_the_variable(tmp_path: Path) -> None:
+    c = load_config([], settings_env(tmp_path))
+    assert (c.target_table, c.target_file_bytes, c.delete_source) == ("sensor-readings-compacted", 128 << 20, False)
+    assert c.state_dir == "_lakeflow/compaction/iot.sensor-readings-compacted"
+    c = load_config(["--target-file-mb", "8", "--delete-source", "--report", "r.json"],
+                    settings_env(tmp_path, COMPACT_TABLE="readings_ice"))
+    assert (c.target_table, c.target_file_bytes, c.delete_source) == ("readings_ice", 8 << 20, True)
+    with pytest.raises(SettingsError) as err:
+        load_config([], settings_env(tmp_path, COMPACT_TARGET_FILE_MB="big", COMPACT_TABLE="sensor-readings",
+                                     LAKEFLOW_COMPACT_CRASH_AT="never"))
+    text = str(err.value)
+    assert "COMPACT_TARGET_FILE_MB='big'" in text and "COMPACT_TABLE='sensor-readings'" in text
+    assert "LAKEFLOW_COMPACT_CRASH_AT='never'" in text and CRASH_POINTS[0] in text
+
+
+def test_lock_refuses_a_second_run(tmp_path: Path) -> None:
+    path = tmp_path / "locks" / "compact-iot.t.lock"
+    with run_lock(path, "iot.t"):
+        with pytest.raises(CompactionBusy, match=r"another compaction of iot.t is running \(pid \d+"):
+            with run_lock(path, "iot.t"):
+                pass
+    with run_lock(path, "iot.t"):  # released
+        pass
+
+
+def test_launcher_puts_no_secret_on_the_command_line(tmp_path: Path) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    commands.register(sub)
+    args = parser.parse_args(["compact", "--delete-source", "--target-file-mb", "64", "--report", "r.json",
+                              "--spark-conf", "spark.sql.shuffle.partitions=4"])
+    cmd = commands.submit_command(job_argv(args), master=args.master, spark_conf=args.spark_conf)
+    assert cmd[0].endswith("pyspark/bin/spark-submit") and cmd[1:3] == ["--master", "local[2]"]
+    assert cmd[-6:] == [str(commands.JOB), "--target-file-mb", "64", "--delete-source", "--report",
+                        str(Path("r.json").resolve())]
+    assert "spark.sql.shuffle.partitions=4" in cmd and "spark.ui.enabled=false" in cmd
+    env = commands.submit_env({"TOKEN": "tok-123", "PATH": "/usr/bin"})
+    assert env["TOKEN"] == "tok-123" and not any("tok-123" in part for part in cmd)
+    assert env["SPARK_HOME"].endswith("pyspark") and env["SPARK_LOCAL_IP"] == "127.0.0.1"
+
+
+def test_report_summary(tmp_path: Path) -> None:
+    r = Report(run_id="r1", source="file:///raw", target="iot.t", files_in=12, files_compacted=10,
+               files_quarantined=2, files_out=2, rows_in=100, rows_out=90, rows_quarantined=4,
+               duplicates_dropped=6, quarantined=[{"file": "x.json", "reason": EMPTY}])
+    r.finish()
+    assert r.small_file_reduction == 5.0 and r.rows_in == r.rows_out + r.rows_quarantined + r.duplicates_dropped
+    text = "\n".join(r.summary_lines())
+    assert "small-file reduction 5.0×" in text and "x.json: empty file" in text
+    r.write_json(tmp_path / "r.json")
+    assert json.loads((tmp_path / "r.json").read_text())["small_file_reduction"] == 5.0

@@ -1,0 +1,68 @@
+"""Plan parsing: HTML decoding, chain splitting, every match, name-only evidence."""
+
+from lakeflow.lineage.flink_rest import PlanNode
+from lakeflow.lineage.plan import TableRef, identifiers, job_references, operators, references
+
+
+def node(description: str, nid: str = "v1", inputs: tuple = ()) -> PlanNode:
+    return PlanNode(nid, description, 1, inputs)
+
+
+def test_operators_decode_html_and_split_the_chain():
+    desc = ("[1]:TableSourceScan(table=[[c, d, t]], fields=[a])<br/>+- [2]:Calc(select=[a], where=[(a &gt; 0)])"
+            "<br/>   +- [3]:Sink(table=[c.d.out], fields=[a])<br/>")
+    assert operators(desc) == ["TableSourceScan(table=[[c, d, t]], fields=[a])", "Calc(select=[a], where=[(a > 0)])",
+                               "Sink(table=[c.d.out], fields=[a])"]
+
+
+def test_a_chained_kafka_sink_name_does_not_swallow_the_html():
+    # DataHub's regex turned "KafkaSink-x<br/>" into a dataset named "x<br/"
+    refs = references(node("Source: KafkaSource-in<br/>+- KafkaSink-x<br/>"))
+    assert {(r.role, r.value) for r in refs} == {("source", "in"), ("sink", "x")}
+    assert all(r.kind == "kafka" and r.name_only for r in refs)
+
+
+def test_every_match_in_every_operator_is_found():
+    refs = job_references([node("Source: KafkaSource-a<br/>+- KafkaSink-b<br/>   +- Sink: KafkaSink-c<br/>"),
+                           node("[4]:TableSourceScan(table=[[cat, db, t1]], fields=[x])<br/>+- "
+                                "[5]:LookupJoin(table=[cat.db.dim], joinType=[InnerJoin])<br/>", "v2")])
+    assert [(r.role, r.kind, r.value or str(r.table)) for r in refs] == [
+        ("sink", "kafka", "b"), ("sink", "kafka", "c"), ("source", "kafka", "a"),
+        ("source", "table", "cat.db.dim"), ("source", "table", "cat.db.t1")]
+
+
+def test_sql_sinks_in_both_bracket_styles_and_quoted_names():
+    nested = references(node("Sink(table=[[c, d, t]], fields=[a])"))
+    dotted = references(node("[3]:Sink(table=[`my-cat`.`db`.`we.ird``name`], fields=[a])"))
+    assert nested[0].table == TableRef("c", "d", "t")
+    assert dotted[0].table == TableRef("my-cat", "db", "we.ird`name")
+    assert identifiers("default_catalog, default_database, src, project=[a], metadata=[") [:3] == [
+        "default_catalog", "default_database", "src"]
+
+
+def test_table_scans_with_pushed_down_projections_keep_the_table():
+    refs = references(node("TableSourceScan(table=[[default_catalog, default_database, src, project=[a], "
+                           "metadata=[]]], fields=[a])"))
+    assert refs[0].table == TableRef("default_catalog", "default_database", "src")
+
+
+def test_sink_v2_writer_names_only_the_table():
+    refs = job_references([node("nowhere[3]: Writer<br/>"), node("nowhere[3]: Committer<br/>", "v2")])
+    assert [(r.kind, r.table, r.vertex_id) for r in refs] == [("table-writer", TableRef(None, None, "nowhere"), "v1")]
+
+
+def test_declared_sink_name_carries_its_location():
+    refs = job_references([node("LakeflowSink[s3://b/wh/iot/t]: Writer<br/>+- LakeflowSink[s3://b/wh/iot/t]: Committer<br/>")])
+    assert [(r.kind, r.value, r.name_only) for r in refs] == [("declared", "s3://b/wh/iot/t", False)]
+
+
+def test_filesystem_sql_sink_and_its_discarding_tail_are_one_unnamed_sink():
+    refs = job_references([node("end: Writer<br/>", "v2"),
+                           node("[1]:TableSourceScan(table=[[c, d, src]], fields=[a])<br/>+- StreamingFileWriter<br/>")])
+    assert [(r.role, r.kind) for r in refs] == [("sink", "filesystem"), ("source", "table")]
+
+
+def test_datastream_sources_and_writers_without_connector_evidence_are_name_only():
+    refs = job_references([node("Source: SensorSource<br/>"), node("Sink: Writer<br/>+- Sink: Committer<br/>", "v2")])
+    assert [(r.role, r.kind, r.value, r.name_only) for r in refs] == [
+        ("sink", "writer", "Sink", True), ("source", "operator", "SensorSource", True)]

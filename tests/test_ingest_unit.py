@@ -1,0 +1,232 @@
+"""Ingestion building blocks without Flink: sensor model and SQL text, settings → Flink
+configuration, the S3 plugin check and installer, and reading committed part files."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import logging
+import threading
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from lakeflow.catalog.base import TableHandle, TableIdent
+from lakeflow.catalog.local import LocalCatalog
+from lakeflow.credentials import VendedConfig, to_s3a
+from lakeflow.ingest import sensors
+from lakeflow.ingest.job import FOREVER, IngestJob
+from lakeflow.ingest.plugins import flink_version, install_s3_plugin
+from lakeflow.ingest.progress import PartFiles, ProgressWatcher, records_in
+from lakeflow.ingest.storage import IngestError, require_filesystem
+from lakeflow.lineage import datasets
+from lakeflow.settings import load_settings
+
+
+def settings_for(tmp_path: Path, **env: str):
+    return load_settings({"LAKEFLOW_HOME": str(tmp_path / "home"), **env}, env_file=tmp_path / "none.env")
+
+
+def plan(tmp_path: Path, **env: str) -> IngestJob:
+    settings = settings_for(tmp_path, **env)
+    handle = LocalCatalog(settings.home).register(settings.namespace, settings.table)
+    return IngestJob.plan(settings, handle)
+
+
+# --- sensor model ----------------------------------------------------------------------------
+
+def test_sensor_ids_are_numbered_from_one_and_widen_past_999() -> None:
+    assert sensors.sensor_id(0, 5) == "sensor-001"
+    assert sensors.sensor_id(41, 100) == "sensor-042"
+    assert sensors.sensor_id(999, 1000) == "sensor-1000"
+    assert sensors.sensor_id(0, 1000) == "sensor-0001"
+
+
+def test_baselines_are_deterministic_realistic_and_differ_between_sensors() -> None:
+    first = [sensors.baseline(i, 100) for i in range(100)]
+    assert first == [sensors.baseline(i, 100) for i in range(100)]
+    assert all(16 <= b.temperature <= 28 and 35 <= b.humidity <= 65 and 1003 <= b.pressure <= 1023 for b in first)
+    assert len({round(b.temperature, 3) for b in first}) > 50
+    assert {b.location for b in first} == set(sensors.LOCATIONS)
+
+
+def test_json_sql_emits_the_schema_fields_in_order() -> None:
+    sql = sensors.json_sql("readings")
+    positions = [sql.index(f'"{name}":') for name, _ in sensors.FIELDS]
+    assert positions == sorted(positions)
+    assert sql.count("DECIMAL(10, 2)") == 3  # the three doubles, fixed-point
+
+
+def test_readings_sql_refuses_a_run_id_that_would_need_escaping() -> None:
+    assert "'run-1'" in sensors.readings_sql("ticks", 5, "run-1")
+    with pytest.raises(ValueError, match="run_id"):
+        sensors.readings_sql("ticks", 5, 'x", "evil')
+
+
+# --- settings → job → Flink configuration -----------------------------------------------------
+
+def test_flink_configuration_follows_the_settings(tmp_path: Path) -> None:
+    job = plan(tmp_path, BATCH_INTERVAL_MS="2500", BATCH_SIZE="50", NUM_RECORDS="1000", NUM_SENSORS="7")
+    conf = job.flink_configuration(local=True)
+    assert conf["execution.checkpointing.interval"] == "2500 ms"
+    assert conf["execution.checkpointing.mode"] == "EXACTLY_ONCE"
+    assert conf["execution.checkpointing.storage"] == "filesystem"
+    assert conf["execution.checkpointing.dir"] == (tmp_path / "home" / "checkpoints").resolve().as_uri()
+    assert conf["restart-strategy.type"] == "fixed-delay"
+    assert conf["python.executable"].endswith("python") and conf["python.client.executable"] == conf["python.executable"]
+    assert conf["rest.bind-address"] == "localhost" and conf["rest.port"] == "0"
+    assert "parallelism.default" not in conf
+    assert "rest.port" not in job.flink_configuration(local=False)  # the CLI's cluster decides
+    assert job.rows_per_second == pytest.approx(20.0)
+    assert job.count == 1000 and job.bounded and job.num_sensors == 7
+
+
+def test_unbounded_and_unthrottled_jobs(tmp_path: Path) -> None:
+    job = plan(tmp_path, NUM_RECORDS="-1")
+    assert not job.bounded and job.count == FOREVER
+    assert IngestJob.plan(settings_for(tmp_path), LocalCatalog(tmp_path / "home").load(("iot",), "sensor-readings"),
+                          throttled=False, parallelism=2).rows_per_second == 0.0
+
+
+def test_each_plan_is_a_new_run(tmp_path: Path) -> None:
+    assert plan(tmp_path).run_id != plan(tmp_path).run_id
+
+
+def test_job_declares_the_table_identity_for_lineage(tmp_path: Path) -> None:
+    job = plan(tmp_path, NAMESPACE="iot.raw", TABLE="readings")
+    params = job.job_parameters()
+    assert params[datasets.PARAM_CATALOG] == "local"
+    assert params[datasets.PARAM_CATALOG_URI] == (tmp_path / "home").resolve().as_uri()
+    assert params[datasets.PARAM_WAREHOUSE] == "local"
+    assert params[datasets.PARAM_NAMESPACE] == "iot.raw" and params[datasets.PARAM_TABLE] == "readings"
+    assert params[datasets.PARAM_LOCATION] == job.location and job.location.startswith("file:///")
+    assert params[datasets.PARAM_FORMAT] == "dataset" and params[datasets.PARAM_RUN_ID] == job.run_id
+    assert job.sink_name == f"LakeflowSink[{job.location}]"
+    assert datasets.from_location(job.location).name.endswith("/iot/raw/readings")
+
+
+def test_no_secret_reaches_the_job_configuration(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, LAKEKEEPER="http://127.0.0.1:8181", WAREHOUSE_ID="wh", TOKEN="tok-s3cr3t")
+    handle = TableHandle(TableIdent("0b7a…", ("iot",), "sensor-readings"), "s3://lake/wh/iot/sensor-readings",
+                         storage=VendedConfig("s3://lake/wh/iot/sensor-readings", {
+                             "s3.access-key-id": "AKIAEXAMPLE", "s3.secret-access-key": "key-s3cr3t",
+                             "s3.session-token": "sts-s3cr3t"}))
+    job = IngestJob.plan(settings, handle)
+    shown = json.dumps([job, job.flink_configuration(local=True), job.flink_configuration(local=False),
+                        job.job_parameters()], default=repr)
+    assert "s3cr3t" not in shown and "AKIAEXAMPLE" not in shown and "fs.s3a" not in shown
+    assert job.job_parameters()[datasets.PARAM_CATALOG_URI] == "http://127.0.0.1:8181"
+
+
+# --- filesystems and the S3 plugin ------------------------------------------------------------
+
+def test_file_locations_need_nothing_and_other_schemes_are_refused() -> None:
+    require_filesystem("file:///tmp/x")
+    with pytest.raises(IngestError, match="expected file:// or s3://"):
+        require_filesystem("gs://bucket/x")
+
+
+def test_s3_without_the_plugin_fails_before_submitting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLINK_PLUGINS_DIR", str(tmp_path / "plugins"))
+    with pytest.raises(IngestError, match=r"no flink-s3-fs-hadoop plugin .*make flink-plugins"):
+        require_filesystem("s3://bucket/warehouse/iot/readings")
+    jar = tmp_path / "plugins" / "s3-fs-hadoop" / f"flink-s3-fs-hadoop-{flink_version()}.jar"
+    jar.parent.mkdir(parents=True)
+    jar.write_bytes(b"PK")
+    require_filesystem("s3a://bucket/warehouse/iot/readings")
+
+
+def test_plugin_is_copied_from_flink_home_opt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLINK_PLUGINS_DIR", str(tmp_path / "plugins"))
+    opt = tmp_path / "flink" / "opt"
+    with pytest.raises(IngestError, match="should be a Flink .* distribution"):
+        install_s3_plugin(tmp_path / "flink")
+    opt.mkdir(parents=True)
+    (opt / f"flink-s3-fs-hadoop-{flink_version()}.jar").write_bytes(b"jar bytes")
+    installed = install_s3_plugin(tmp_path / "flink")
+    assert installed == tmp_path / "plugins" / "s3-fs-hadoop" / f"flink-s3-fs-hadoop-{flink_version()}.jar"
+    assert installed.read_bytes() == b"jar bytes"
+
+
+@pytest.fixture
+def maven_repo(tmp_path: Path):
+    """A Maven repository layout served over HTTP on 127.0.0.1."""
+    root = tmp_path / "repo"
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_plugin_is_downloaded_and_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, maven_repo) -> None:
+    root, url = maven_repo
+    monkeypatch.setenv("FLINK_PLUGINS_DIR", str(tmp_path / "plugins"))
+    monkeypatch.setenv("MAVEN_REPO", url)
+    with pytest.raises(IngestError, match="cannot download .*FLINK_HOME"):
+        install_s3_plugin(None, timeout_s=5)
+    folder = root / "org/apache/flink/flink-s3-fs-hadoop" / flink_version()
+    folder.mkdir(parents=True)
+    jar = folder / f"flink-s3-fs-hadoop-{flink_version()}.jar"
+    jar.write_bytes(b"real jar")
+    (folder / f"{jar.name}.sha1").write_text(hashlib.sha1(b"other").hexdigest())
+    with pytest.raises(IngestError, match="SHA-1"):
+        install_s3_plugin(None, timeout_s=5)
+    (folder / f"{jar.name}.sha1").write_text(hashlib.sha1(b"real jar").hexdigest() + "  x.jar\n")
+    assert install_s3_plugin(None, timeout_s=5).read_bytes() == b"real jar"
+
+
+# --- committed part files ---------------------------------------------------------------------
+
+def part(records: list[dict]) -> bytes:
+    """A part file as JsonArrayWriterFactory writes it."""
+    return ("[" + ",\n".join(json.dumps(r) for r in records) + "]\n").encode()
+
+
+def test_records_are_counted_per_line() -> None:
+    assert records_in(part([{"a": 1}])) == 1
+    assert records_in(part([{"a": i} for i in range(7)])) == 7
+    assert records_in(b"[]") == 0
+
+
+def test_listing_separates_committed_from_in_progress_files(tmp_path: Path) -> None:
+    (tmp_path / "part-a-0-0.json").write_bytes(part([{"a": 1}, {"a": 2}]))
+    (tmp_path / ".part-a-0-1.json.inprogress.0f3c").write_bytes(b"[{\"a\":3}")
+    (tmp_path / "_SUCCESS").write_text("")
+    listing = PartFiles(tmp_path.as_uri()).scan()
+    assert list(listing.committed) == ["part-a-0-0.json"]
+    assert listing.committed["part-a-0-0.json"].records == 2
+    assert listing.uncommitted == (".part-a-0-1.json.inprogress.0f3c",)
+
+
+def test_watcher_logs_each_commit_and_sums_only_this_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "part-old-0-0.json").write_bytes(part([{"a": 0}]))
+    watcher = ProgressWatcher(PartFiles(tmp_path.as_uri()), poll_s=60)
+    caplog.set_level(logging.INFO, logger="lakeflow.ingest.progress")
+    (tmp_path / "part-new-0-0.json").write_bytes(part([{"a": 1}, {"a": 2}]))
+    (tmp_path / "part-new-1-0.json").write_bytes(part([{"a": 3}]))
+    watcher.poll()
+    (tmp_path / "part-new-0-1.json").write_bytes(part([{"a": 4}]))
+    summary = watcher.start().stop()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "2 file(s), 3 readings" in lines[0] and "1 file(s), 1 readings" in lines[1]
+    assert (summary.files, summary.records, summary.uncommitted) == (3, 4, ())
+    assert str(summary).startswith("3 files, 4 readings") and tmp_path.as_uri() in str(summary)
+
+
+def test_part_files_on_s3(moto_server) -> None:
+    s3 = moto_server.client("s3")
+    s3.create_bucket(Bucket="lake")
+    s3.put_object(Bucket="lake", Key="wh/iot/readings/part-x-0-0.json", Body=part([{"a": 1}, {"a": 2}]))
+    s3.put_object(Bucket="lake", Key="wh/iot/readings/.part-x-0-1.json.inprogress.1", Body=b"[")
+    s3.put_object(Bucket="lake", Key="wh/iot/readings-other/part-y-0-0.json", Body=part([{"a": 1}]))
+    s3a = to_s3a(VendedConfig("s3://lake/wh/iot/readings", {
+        "s3.access-key-id": "AKIA", "s3.secret-access-key": "s3cr3t", "s3.endpoint": moto_server.url,
+        "s3.region": "us-east-1", "s3.path-style-access": "true"}))
+    listing = PartFiles("s3://lake/wh/iot/readings/", s3a).scan()
+    assert {n: f.records for n, f in listing.committed.items()} == {"part-x-0-0.json": 2}
+    assert listing.uncommitted == (".part-x-0-1.json.inprogress.1",)
