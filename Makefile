@@ -113,3 +113,18 @@ stack: stack-check install  ## start Lakekeeper+Keycloak+MinIO+Postgres in Docke
 
 stack-down: stack-check  ## stop the local stack (keeps its data; ARGS=-v deletes the volumes too)
 	$(COMPOSE) down $(ARGS)
+
+# --- lineage harvest (docs/harvest.md) ------------------------------------------------------
+BENCH_DH_VENV := build/bench-datahub-venv
+DATAHUB_VERSION ?= 1.7.0.17
+
+harvest: install  ## harvest jobs, runs and lineage from the cluster of make cluster-up (ARGS=--format datahub …)
+	$(VENV)/bin/lakeflow harvest --rest-url http://localhost:$${FLINK_REST_PORT:-8081} $(ARGS)
+
+$(BENCH_DH_VENV)/bin/datahub:
+	$(PYTHON) -m venv $(BENCH_DH_VENV)
+	$(BENCH_DH_VENV)/bin/pip install -q --disable-pip-version-check 'acryl-datahub[flink]==$(DATAHUB_VERSION)'
+	$(BENCH_DH_VENV)/bin/python -c 'import datahub.ingestion.source.flink.source'  # the flink source exists
+
+bench-harvest: install $(BENCH_DH_VENV)/bin/datahub  ## lakeflow harvest vs DataHub's flink source: wall time on 25 jobs, lineage edges compared
+	$(PY) bench/bench_harvest.py --datahub-venv $(BENCH_DH_VENV) $(ARGS)

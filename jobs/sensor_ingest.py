@@ -17,9 +17,9 @@ from typing import Optional, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for a plain `python jobs/…`
 
 from lakeflow.catalog import CatalogError, open_catalog  # noqa: E402
-from lakeflow.credentials import to_s3a  # noqa: E402
+from lakeflow.credentials import VendedConfig, to_s3a  # noqa: E402
 from lakeflow.ingest.job import IngestJob  # noqa: E402
-from lakeflow.ingest.storage import IngestError, configure_local_filesystems, require_filesystem  # noqa: E402
+from lakeflow.ingest.storage import IngestError, configure_filesystems, require_filesystem  # noqa: E402
 from lakeflow.settings import SettingsError, load_settings  # noqa: E402
 
 
@@ -35,7 +35,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         registered = catalog.register(settings.namespace, settings.table)  # idempotent
         print(f"{'Created' if registered.created else 'Found'} table {registered.ident} → {registered.location}")
         handle = catalog.load(settings.namespace, settings.table, vended=True)
-        s3a = to_s3a(handle.storage or registered.storage, settings.s3_endpoint)
+        s3a = to_s3a(handle.storage or VendedConfig(handle.location), settings.s3_endpoint)
 
         job = IngestJob.plan(settings, handle, parallelism=args.parallelism)
         require_filesystem(job.location)
@@ -43,14 +43,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from lakeflow.ingest import pipeline
         from lakeflow.ingest.progress import PartFiles
 
-        if not pipeline.submitted_by_flink_cli():
-            configure_local_filesystems(job.location, s3a.flink())  # the MiniCluster's TaskManager
+        configure_filesystems(job.location, s3a.flink(), in_process=not pipeline.submitted_by_flink_cli())
         env = pipeline.create_environment(job)
         pipeline.build(env, job)
         summary = pipeline.execute(env, job, PartFiles(job.location, s3a))
     except (SettingsError, CatalogError, IngestError) as exc:
         print(f"sensor_ingest: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130
     print(f"Wrote {summary}")
     return 0 if not summary.uncommitted else 1
 

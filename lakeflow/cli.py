@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "lakeflow.compaction.commands",
     "lakeflow.lineage.commands",
     "lakeflow.stack",
+    "lakeflow.aws_profile",
 )
 
 

@@ -19,6 +19,8 @@ T = TypeVar("T")
 
 DEFAULT_LAKEKEEPER = "http://localhost:8181"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SECRET = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces: safe in an HTTP header or form
 
 
 class SettingsError(ValueError):
@@ -140,8 +142,7 @@ def load_settings(
     catalog = "local" if local or (local is None and not lakekeeper_set) else "lakekeeper"
 
     lakekeeper = (get("LAKEKEEPER", DEFAULT_LAKEKEEPER) or "").rstrip("/")
-    if urlparse(lakekeeper).scheme not in ("http", "https") or not urlparse(lakekeeper).netloc:
-        errors.append(f"LAKEKEEPER={lakekeeper!r}: expected an http(s) URL like {DEFAULT_LAKEKEEPER}")
+    errors += url_errors("LAKEKEEPER", lakekeeper, DEFAULT_LAKEKEEPER, base=True)
 
     warehouse = get("WAREHOUSE_ID")
     token = get("TOKEN")
@@ -158,13 +159,21 @@ def load_settings(
             missing = sorted(set(oauth) - set(some_oauth))
             errors.append(f"{', '.join(missing)} missing: OAuth2 client credentials need "
                           "OAUTH_TOKEN_URL, OAUTH_CLIENT_ID and OAUTH_CLIENT_SECRET")
-        url = oauth["OAUTH_TOKEN_URL"]
-        if url and urlparse(url).scheme not in ("http", "https"):
-            errors.append(f"OAUTH_TOKEN_URL={url!r}: expected an http(s) URL")
+        if oauth["OAUTH_TOKEN_URL"]:
+            errors += url_errors("OAUTH_TOKEN_URL", oauth["OAUTH_TOKEN_URL"],
+                                 "https://keycloak.example/realms/iceberg/protocol/openid-connect/token")
+        for name, value in (("TOKEN", token), ("OAUTH_CLIENT_SECRET", oauth["OAUTH_CLIENT_SECRET"])):
+            if value and not _SECRET.match(value):
+                errors.append(f"{name}: expected one token without spaces or control characters "
+                              "(the value is not shown)")
+        for name in ("OAUTH_CLIENT_ID", "OAUTH_SCOPE", "PROJECT_ID"):
+            value = get(name)
+            if value and _CONTROL.search(value):
+                errors.append(f"{name}={value!r}: expected one line without control characters")
 
     s3_endpoint = get("S3_ENDPOINT")
-    if s3_endpoint and urlparse(s3_endpoint).scheme not in ("http", "https"):
-        errors.append(f"S3_ENDPOINT={s3_endpoint!r}: expected an http(s) URL like http://localhost:9000")
+    if s3_endpoint:
+        errors += url_errors("S3_ENDPOINT", s3_endpoint, "http://localhost:9000", base=True)
 
     namespace_raw = get("NAMESPACE", "iot") or "iot"
     namespace = tuple(namespace_raw.split("."))
@@ -204,6 +213,24 @@ def load_settings(
     if errors:
         raise SettingsError("invalid settings:\n  " + "\n  ".join(errors))
     return settings
+
+
+def url_errors(name: str, value: str, example: str, *, base: bool = False) -> list[str]:
+    """What is wrong with an http(s) URL variable (nothing: ``[]``). A URL with credentials in it
+    is refused without echoing it; a ``base`` URL (one lakeflow appends paths to) has no query."""
+    try:
+        parsed = urlparse(value)
+        parsed.port  # noqa: B018 -- raises ValueError on a malformed port
+    except ValueError:
+        return [f"{name}={value!r}: expected an http(s) URL like {example}"]
+    if "@" in parsed.netloc:
+        return [f"{name}: credentials inside the URL are not allowed (the value is not shown); "
+                "use TOKEN or OAUTH_* for Lakekeeper, vended credentials for S3"]
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or _CONTROL.search(value):
+        return [f"{name}={value!r}: expected an http(s) URL like {example}"]
+    if base and (parsed.query or parsed.fragment):
+        return [f"{name}={value!r}: expected a base URL without '?' or '#', like {example}"]
+    return []
 
 
 def is_uuid(value: str) -> bool:

@@ -9,6 +9,7 @@ array streamed). Every request is recorded with its headers.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -62,6 +63,10 @@ class FlinkRestStub:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle stalls
 
             def do_GET(self) -> None:
                 stub._serve(self)

@@ -170,3 +170,41 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["record"]:
         sys.exit("usage: python -m tests.harvest_scenario record")
     sys.exit(main())
+
+
+def expected_lineage(archive: str, location: str, gateway: bool) -> dict[str, dict]:
+    """The exact lineage of every scenario job: inputs, outputs, skipped and unresolved."""
+    def catalog(table: str) -> str:
+        return f"catalog table {table}: platform unknown (give --sql-gateway-url or a catalog_platform_map entry)"
+
+    def missing(table: str) -> str:
+        quoted = ".".join(f"`{p}`" for p in table.split("."))
+        return (f"catalog table {table}: SQL Gateway lookup failed: SHOW CREATE TABLE {quoted}: org.apache.flink."
+                f"table.api.ValidationException: Could not execute SHOW CREATE TABLE. Table with identifier "
+                f"{quoted} does not exist.")
+
+    unknown = missing if gateway else catalog
+    fs_sink = "filesystem table sink (StreamingFileWriter): the plan names neither the table nor its path"
+    archive_uri = f"file://{archive}"
+    return {
+        "harvest-sql-filesystem": dict(
+            inputs=[], outputs=[], unresolved=[fs_sink] if gateway else [catalog("lake.iot.readings"), fs_sink],
+            skipped=["lake.iot.readings: connector 'datagen' is not a dataset"] if gateway else []),
+        "harvest-sql-print": dict(
+            inputs=[archive_uri] if gateway else [], outputs=[],
+            unresolved=[] if gateway else [catalog("lake.iot.archive"), catalog("lake.iot.console")],
+            skipped=["lake.iot.console: connector 'print' is not a dataset"] if gateway else []),
+        "harvest-kafka-named": dict(inputs=[], outputs=[], skipped=[], unresolved=[
+            f"name-only: operator '{op}' is named like a Kafka {role} of topic '{topic}', but nothing else shows "
+            "a Kafka connector" for op, role, topic in (("KafkaSink-payments", "sink", "payments"),
+                                                        ("Sink: KafkaSink-audit", "sink", "audit"),
+                                                        ("Source: KafkaSource-orders", "source", "orders"))]),
+        "harvest-resubmitted": dict(inputs=[], outputs=[], skipped=[], unresolved=[
+            unknown("default_catalog.default_database.src"),
+            "table sink 'sink': the plan names no catalog or database (Sink V2 writer)"]),
+        "harvest-batch": dict(inputs=[], outputs=[], skipped=[], unresolved=[
+            unknown("default_catalog.default_database.numbers"),
+            "table sink 'nowhere': the plan names no catalog or database (Sink V2 writer)"]),
+        "harvest-declared-sink": dict(inputs=[], outputs=[location], skipped=[],
+                                      unresolved=["source 'SensorSource': no connector evidence in the plan"]),
+    }

@@ -92,6 +92,9 @@ class Warehouse:
     vended_endpoint: str  # what Lakekeeper vends as s3.endpoint (its own view, e.g. http://minio:9000)
     sts_enabled: bool = True
     sts_validity_s: int = 3600
+    # Advertise an earlier expiry than STS gives (Lakekeeper hands out cached credentials with
+    # little time left); STS itself accepts no lifetime under 900 s. None: the STS expiry.
+    vended_lifetime_s: Optional[float] = None
     path_style: bool = True
     namespaces: set[tuple[str, ...]] = field(default_factory=set)
     tables: dict[tuple[tuple[str, ...], str], Table] = field(default_factory=dict)
@@ -582,7 +585,10 @@ class LakekeeperStandin:
         creds = wh.s3.client("sts").assume_role(
             RoleArn=role_arn, RoleSessionName="lakekeeper-standin", Policy=policy,
             DurationSeconds=wh.sts_validity_s)["Credentials"]
-        expires_ms = str(int(creds["Expiration"].timestamp() * 1000))
+        expires = creds["Expiration"].timestamp()
+        if wh.vended_lifetime_s is not None:
+            expires = min(expires, time.time() + wh.vended_lifetime_s)
+        expires_ms = str(int(expires * 1000))
         self.vended_secrets += [creds["SecretAccessKey"], creds["SessionToken"]]
         config = {**self._config_keys(wh),
                   "s3.access-key-id": creds["AccessKeyId"],

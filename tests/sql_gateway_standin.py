@@ -14,6 +14,7 @@ What a statement returns comes from an executor: :class:`FlinkExecutor` runs it 
 from __future__ import annotations
 
 import json
+import socket
 import re
 import threading
 import uuid
@@ -114,6 +115,10 @@ class SqlGatewayStandIn:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle stalls
 
             def do_GET(self) -> None:
                 standin._handle(self, "GET")

@@ -24,7 +24,7 @@ from lakeflow.compaction.ledger import (COMPACTED, QUARANTINED, Entry, Ledger, L
 from lakeflow.compaction.lineage import lineage_run, raw_datasets
 from lakeflow.compaction.lock import CompactionBusy, run_lock
 from lakeflow.compaction.naming import DataFileStats, data_file_name, final_paths, timestamp
-from lakeflow.compaction.quarantine import EMPTY, MALFORMED, move_quarantined, sort_files
+from lakeflow.compaction.quarantine import EMPTY, MALFORMED, move_quarantined, sort_files, unread_reasons
 from lakeflow.compaction.recovery import Intent, recover, save_intent
 from lakeflow.compaction.report import Report
 from lakeflow.compaction.source import raw_table
@@ -74,6 +74,8 @@ def test_storage_paths(tmp_path: Path) -> None:
     assert s.relative(f"file://{tmp_path}/a/b.json") == "a/b.json"
     with pytest.raises(ValueError):
         s.relative(f"file://{tmp_path.parent}/elsewhere.json")
+    assert s.spark_path("2026-11-21--10/part-a b.json") == f"file:{tmp_path}/2026-11-21--10/part-a%20b.json"
+    assert Storage("s3://bucket/raw/t", {"s3.region": "us-east-1"}).spark_path("p=1/x.json") == "s3a://bucket/raw/t/p=1/x.json"
     assert hadoop_uri("s3://bucket/raw/t") == "s3a://bucket/raw/t"
     assert iceberg_uri("s3a://bucket/raw/t") == "s3://bucket/raw/t"
     assert iceberg_uri("file:/tmp/x") == "file:///tmp/x"
@@ -148,11 +150,21 @@ def test_load_ledger_refuses_a_missing_or_foreign_ledger(tmp_path: Path) -> None
 # --- quarantine -----------------------------------------------------------------------------
 
 def test_sort_files_sets_aside_empty_and_malformed(tmp_path: Path) -> None:
-    files = [FileEntry("a.json", 100, None), FileEntry("empty.json", 0, None), FileEntry("bad.json", 50, None),
-             FileEntry("none.json", 2, None)]
-    s = sort_files(files, malformed={"bad.json"}, rows={"a.json": 4, "bad.json": 1}, bad_rows={"a.json": 1})
+    raw = Storage(tmp_path.as_uri())
+    for rel, body in {"zero.json": b"", "blank.json": b" \n", "garbage.json": b"[{no", "none.json": b"[]"}.items():
+        raw.write(rel, body)
+    unread = [FileEntry(rel, len(raw.read(rel)), None) for rel in ("zero.json", "blank.json", "garbage.json", "none.json")]
+    reasons = unread_reasons(raw, unread)
+    assert reasons == {"zero.json": EMPTY, "blank.json": EMPTY, "garbage.json": MALFORMED}
+    raw.write("skipped.json", b'[{"seq": 1}]')
+    with pytest.raises(RuntimeError, match="refusing to mark it consumed"):
+        unread_reasons(raw, [FileEntry("skipped.json", 12, None)])  # data Spark did not read: stop
+
+    files = [FileEntry("a.json", 100, None), *unread]
+    s = sort_files(files, reasons, rows={"a.json": 4},
+                   bad_rows={"a.json": 1})
     assert [f.rel for f in s.compacted] == ["a.json", "none.json"]
-    assert s.reasons == {"empty.json": EMPTY, "bad.json": MALFORMED}
+    assert [f.rel for f in s.quarantined] == ["zero.json", "blank.json", "garbage.json"]
     assert s.rows == {"a.json": 4, "none.json": 0} and s.bad_rows == {"a.json": 1, "none.json": 0}
 
     raw = Storage(tmp_path.as_uri())

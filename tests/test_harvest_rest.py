@@ -109,3 +109,12 @@ def test_one_unreadable_job_is_reported_and_the_others_are_harvested(recorded_jo
     assert "HTTP 500: boom" in doc["failed_jobs"][0]["error"]
     assert len(doc["jobs"]) == 6 and broken not in {j["job_id"] for j in doc["jobs"]}
     assert f"failed {broken}" in capsys.readouterr().err
+
+
+def test_the_plan_is_fetched_separately_when_job_details_leave_it_out(flink_rest_stub):
+    detail = {"jid": "j", "name": "n", "state": "FINISHED", "vertices": []}
+    plan = {"plan": {"jid": "j", "nodes": [{"id": "v", "description": "Source: KafkaSource-t<br/>", "inputs": []}]}}
+    flink_rest_stub.route("/jobs/j", Answer(200, detail))
+    flink_rest_stub.route("/jobs/j/plan", Answer(200, plan))
+    job = client(flink_rest_stub).job("j")
+    assert [n.description for n in job.plan] == ["Source: KafkaSource-t<br/>"]

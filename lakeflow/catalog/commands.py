@@ -121,7 +121,7 @@ def _credential_process(args: argparse.Namespace) -> int:
         out["SessionToken"] = kwargs["aws_session_token"]
     if s3a.expires_at:
         out["Expiration"] = s3a.expires_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-    print(json.dumps(out))  # secrets on stdout: credential_process's contract
+    print(json.dumps(out, separators=(",", ":")))  # secrets on stdout by contract; compact: SDK v1 reads 1 KiB
     return 0
 
 

@@ -21,6 +21,7 @@ import requests
 
 from lakeflow.auth import AuthError, BearerAuth, TokenProvider, token_provider
 from lakeflow.catalog.base import CatalogError, TableHandle, TableIdent, TableNotFound
+from lakeflow.catalog.locations import OBJECT_STORE_SCHEMES, check_location
 from lakeflow.credentials import VendedConfig, parse_vended
 from lakeflow.http import HttpOptions, new_session
 from lakeflow.settings import Settings, SettingsError, is_uuid
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 DELEGATION_HEADER = "X-Iceberg-Access-Delegation"
 NAMESPACE_SEPARATOR = "\x1f"
 FORMAT = "dataset"
+# Lakekeeper's storage profiles (S3, GCS, ADLS); lakeflow's engines use the S3 ones.
+SERVED_SCHEMES = (*OBJECT_STORE_SCHEMES, "gs", "abfss")
 _ERROR_ID = re.compile(r"Error ID:\s*(\S+)")
 T = TypeVar("T")
 
@@ -88,7 +91,7 @@ class LakekeeperCatalog:
         what = f"register {_dotted(namespace, table)}"
         body: dict[str, Any] = {"name": table, "format": FORMAT}
         if location:
-            body["base-location"] = location
+            body["base-location"] = check_location(location, OBJECT_STORE_SCHEMES, what=f"{what}: location")
         if properties:
             body["properties"] = dict(properties)
         if doc:
@@ -190,7 +193,8 @@ class LakekeeperCatalog:
 
     def _handle(self, namespace: Sequence[str], body: Mapping[str, Any]) -> TableHandle:
         table = body["table"]
-        location = str(table["base-location"])
+        answered = f"Lakekeeper's location for {_dotted(namespace, str(table['name']))}"
+        location = check_location(str(table["base-location"]), SERVED_SCHEMES, what=answered)
         return TableHandle(
             ident=TableIdent(self.warehouse_id, tuple(namespace), str(table["name"])),
             location=location,
@@ -206,8 +210,9 @@ class LakekeeperCatalog:
         return f"{self._prefix_path()}/namespaces/{encode_namespace(namespace)}"
 
     def _table_path(self, namespace: Sequence[str], table: str) -> str:
-        if not table:
-            raise CatalogError("table name is empty: expected a name", type="InvalidName", code=400)
+        if table in ("", ".", ".."):
+            raise CatalogError(f"table name {table!r}: expected a name (not empty, '.' or '..')",
+                               type="InvalidName", code=400)
         return f"{self._namespace_path(namespace)}/generic-tables/{quote(table, safe='')}"
 
     def _call(self, method: str, path: str, *, what: str, params: Optional[Mapping[str, str]] = None,

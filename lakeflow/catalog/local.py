@@ -11,9 +11,9 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping, Optional, Sequence
-from urllib.parse import urlparse
 
 from lakeflow.catalog.base import CatalogError, TableHandle, TableIdent, TableNotFound
+from lakeflow.catalog.locations import check_location, local_path
 from lakeflow.credentials import VendedConfig
 
 _LEVEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
@@ -45,7 +45,7 @@ class LocalCatalog:
             entry = {"id": str(uuid.uuid4()), "format": "dataset", "base-location": loc,
                      "properties": dict(properties or {}), "doc": doc}
             tables[key] = entry
-        Path(urlparse(loc).path).mkdir(parents=True, exist_ok=True)
+        local_path(loc).mkdir(parents=True, exist_ok=True)
         return self._handle(namespace, table, entry, created=True)
 
     def load(self, namespace: Sequence[str], table: str, *, vended: bool = True) -> TableHandle:
@@ -73,7 +73,7 @@ class LocalCatalog:
             raise TableNotFound(f"table {'.'.join((*namespace, table))} does not exist",
                                 type="NoSuchGenericTableException", code=404)
         if purge:
-            shutil.rmtree(urlparse(entry["base-location"]).path, ignore_errors=True)
+            shutil.rmtree(local_path(entry["base-location"]), ignore_errors=True)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -89,12 +89,12 @@ class LocalCatalog:
         if location is None:
             path = root.joinpath(*namespace, table)
         else:
-            parsed = urlparse(location)
-            if parsed.scheme != "file" or ".." in Path(parsed.path).parts:
-                raise CatalogError(f"location {location!r}: expected a file:// URI under {root.as_uri()}",
-                                   type="InvalidLocation", code=400)
-            path = Path(parsed.path)
-        path = path.resolve()
+            try:
+                path = local_path(check_location(location, ("file",)))
+            except CatalogError as exc:
+                raise CatalogError(f"{exc.message}; expected a file:// URI under {root.as_uri()}",
+                                   type=exc.type, code=exc.code) from None
+        path = path.resolve()  # symlinks followed: a link out of the warehouse is outside too
         if root != path and root not in path.parents:
             raise CatalogError(f"location {path.as_uri()} lies outside the warehouse {root.as_uri()}",
                                type="InvalidLocation", code=400)

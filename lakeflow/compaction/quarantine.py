@@ -17,7 +17,7 @@ from lakeflow.compaction.storage import FileEntry, Storage
 
 log = logging.getLogger(__name__)
 QUARANTINE_DIR = "_quarantine"
-EMPTY = "empty file (0 bytes)"
+EMPTY = "empty file (no JSON content)"
 MALFORMED = "not a JSON array of reading objects (malformed or truncated JSON)"
 
 
@@ -32,17 +32,35 @@ class Sorted:
     bad_rows: Mapping[str, int]  # rel → records failing the schema, for the compacted
 
 
-def sort_files(files: Sequence[FileEntry], malformed: set[str], rows: Mapping[str, int],
-               bad_rows: Mapping[str, int]) -> Sorted:
-    """Split ``files`` by what Spark found (``malformed`` rels; row counts per rel)."""
+def unread_reasons(raw: Storage, files: Sequence[FileEntry]) -> dict[str, str]:
+    """Why Spark read no rows from ``files``: empty, or not JSON. A valid ``[]`` has no reason.
+
+    The driver reads these (small) files itself, so a file Spark skipped for any other cause
+    stops the run instead of being marked consumed.
+    """
     reasons: dict[str, str] = {}
     for f in files:
-        if f.size == 0:
+        text = raw.read(f.rel) if f.size else b""
+        if not text.strip():
             reasons[f.rel] = EMPTY
-        elif f.rel in malformed:
+            continue
+        try:
+            value = json.loads(text)
+        except ValueError:
             reasons[f.rel] = MALFORMED
+            continue
+        if value != []:
+            raise RuntimeError(f"Spark read no rows from {raw.uri(f.rel)} ({f.size} bytes) although it holds "
+                               "JSON: refusing to mark it consumed")
+    return reasons
+
+
+def sort_files(files: Sequence[FileEntry], reasons: Mapping[str, str], rows: Mapping[str, int],
+               bad_rows: Mapping[str, int]) -> Sorted:
+    """Split ``files``: those with a ``reasons`` entry are quarantined, the rest compacted."""
     return Sorted(compacted=tuple(f for f in files if f.rel not in reasons),
-                  quarantined=tuple(f for f in files if f.rel in reasons), reasons=reasons,
+                  quarantined=tuple(f for f in files if f.rel in reasons),
+                  reasons={f.rel: reasons[f.rel] for f in files if f.rel in reasons},
                   rows={f.rel: rows.get(f.rel, 0) for f in files if f.rel not in reasons},
                   bad_rows={f.rel: bad_rows.get(f.rel, 0) for f in files if f.rel not in reasons})
 

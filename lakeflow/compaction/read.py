@@ -22,14 +22,14 @@ from lakeflow.compaction.storage import FileEntry, Storage
 log = logging.getLogger(__name__)
 FILE = "_file"
 PROBLEM = "_problem"
-MALFORMED = "malformed"
+CORRUPT_FILE = "malformed"
 
 
 @dataclass(frozen=True)
 class FileSummary:
     """What Spark found in one part file."""
 
-    uri: str                 # as Spark names it
+    uri: str                 # as Spark names it (``Storage.spark_path``)
     rows: int                # rows read (for a malformed file: 1, the corrupt row)
     bad_rows: int            # rows failing the schema
     malformed: bool          # the file is not a JSON array of objects
@@ -43,18 +43,24 @@ def _problem() -> Column:
     all_null = F.lit(True)
     for n in NAMES:
         all_null = all_null & F.col(n).isNull()
-    return (F.when(all_null & F.col(CORRUPT).isNotNull(), F.lit(MALFORMED))
+    return (F.when(all_null & F.col(CORRUPT).isNotNull(), F.lit(CORRUPT_FILE))
              .when(F.concat_ws("", *missing) != "",
                    F.concat(F.lit("missing, null or mistyped: "), F.concat_ws(", ", *missing))))
 
 
 def read_parts(spark: SparkSession, raw: Storage, parts: Sequence[FileEntry]) -> DataFrame:
-    """The rows of ``parts`` with their source file and problem; cached (several passes follow)."""
-    uris = [raw.hadoop_uri(p.rel) for p in parts]
+    """The rows of ``parts`` with their source file and problem; cached (several passes follow).
+
+    Spark lists the raw folder once (one recursive listing, skipping ``_``/``.`` names) and
+    prunes it to ``parts`` by file path before reading: far cheaper than handing it thousands of
+    paths, each of which it would stat (in a Spark job of its own beyond 32 paths).
+    """
+    wanted = [raw.spark_path(p.rel) for p in parts]
     df = (spark.read.schema(spark_read_schema())
           .option("multiLine", True).option("mode", "PERMISSIVE")
-          .option("columnNameOfCorruptRecord", CORRUPT)
-          .json(uris)
+          .option("columnNameOfCorruptRecord", CORRUPT).option("recursiveFileLookup", True)
+          .json(raw.hadoop_uri())
+          .where(F.col("_metadata.file_path").isin(wanted))
           .select(*NAMES, CORRUPT, F.col("_metadata.file_path").alias(FILE)))
     return df.withColumn(PROBLEM, _problem()).persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -64,9 +70,9 @@ def summarize(rows: DataFrame) -> list[FileSummary]:
     good = F.col(PROBLEM).isNull()
     out = (rows.groupBy(FILE)
            .agg(F.count(F.lit(1)).alias("rows"),
-                F.sum(F.when(F.col(PROBLEM).isNotNull() & (F.col(PROBLEM) != MALFORMED), 1)
+                F.sum(F.when(F.col(PROBLEM).isNotNull() & (F.col(PROBLEM) != CORRUPT_FILE), 1)
                        .otherwise(0)).alias("bad"),
-                F.max(F.col(PROBLEM) == MALFORMED).alias("malformed"),
+                F.max(F.col(PROBLEM) == CORRUPT_FILE).alias("malformed"),
                 F.min(F.when(good, F.col(TIME))).alias("lo"),
                 F.max(F.when(good, F.col(TIME))).alias("hi"))
            .collect())
@@ -84,7 +90,7 @@ def good_rows(rows: DataFrame, quarantined_uris: Sequence[str]) -> DataFrame:
 
 def write_bad_records(rows: DataFrame, quarantined_uris: Sequence[str], uri: str) -> None:
     """Rows failing the schema (from files otherwise compacted) → JSON lines: file, reason, record."""
-    bad = F.col(PROBLEM).isNotNull() & (F.col(PROBLEM) != MALFORMED)
+    bad = F.col(PROBLEM).isNotNull() & (F.col(PROBLEM) != CORRUPT_FILE)
     if quarantined_uris:
         bad = bad & ~F.col(FILE).isin(list(quarantined_uris))
     (rows.filter(bad)

@@ -17,7 +17,8 @@ from lakeflow.compaction.discover import Listing, list_parts
 from lakeflow.compaction.ledger import (COMPACTED, QUARANTINED, Ledger, RunRecord, entries_for,
                                         ledger_name, load_ledger)
 from lakeflow.compaction.naming import DataFileStats, final_paths
-from lakeflow.compaction.quarantine import Sorted, move_quarantined, records_dir, sort_files
+from lakeflow.compaction.quarantine import (MALFORMED, Sorted, move_quarantined, records_dir, sort_files,
+                                            unread_reasons)
 from lakeflow.compaction.recovery import Intent, finish, recover, save_intent
 from lakeflow.compaction.report import Report, stage
 from lakeflow.compaction.source import RawTable, open_raw
@@ -112,7 +113,8 @@ def read_batch(run: Run, batch: Batch) -> None:
     spark = run.spark
     with stage("read", f"{len(batch.files)} new part files ({sum(f.size for f in batch.files)} bytes)"):
         batch.rows = read_parts(spark, run.raw.storage, batch.files)
-        batch.summaries = {run.raw.storage.relative(s.uri): s for s in summarize(batch.rows)}
+        rels = {run.raw.storage.spark_path(f.rel): f.rel for f in batch.files}
+        batch.summaries = {rels[s.uri]: s for s in summarize(batch.rows)}
 
 
 def quarantine_bad_input(run: Run, batch: Batch) -> None:
@@ -122,8 +124,9 @@ def quarantine_bad_input(run: Run, batch: Batch) -> None:
     from lakeflow.compaction.read import write_bad_records
 
     s = batch.summaries
-    batch.sorted = sort_files(batch.files, malformed={rel for rel, x in s.items() if x.malformed},
-                              rows={rel: x.rows for rel, x in s.items()},
+    reasons = {rel: MALFORMED for rel, x in s.items() if x.malformed}
+    reasons.update(unread_reasons(run.raw.storage, [f for f in batch.files if f.rel not in s]))
+    batch.sorted = sort_files(batch.files, reasons, rows={rel: x.rows for rel, x in s.items()},
                               bad_rows={rel: x.bad_rows for rel, x in s.items()})
     r, sorted_ = run.report, batch.sorted
     r.files_in, r.files_compacted, r.files_quarantined = (len(batch.files), len(sorted_.compacted),

@@ -11,12 +11,13 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping, Optional
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 from lakeflow.secret import redact
 
 _HADOOP_SCHEMES = {"s3": "s3a", "s3n": "s3a"}
 _ICEBERG_SCHEMES = {"s3a": "s3", "s3n": "s3"}
+_URI_PATH_SAFE = "/_-!.~'()*,;:$&+=@"  # java.net.URI leaves these unquoted in a path
 
 
 def hadoop_uri(uri: str) -> str:
@@ -70,6 +71,12 @@ class Storage:
     def hadoop_uri(self, rel: str = "") -> str:
         """The URI of ``rel`` as Spark reads and writes it."""
         return hadoop_uri(self.uri(rel))
+
+    def spark_path(self, rel: str) -> str:
+        """``rel`` exactly as Spark's ``_metadata.file_path`` spells it (Hadoop ``Path.toUri``)."""
+        parsed = urlparse(self.hadoop_uri(rel))
+        path = quote(parsed.path, safe=_URI_PATH_SAFE)
+        return f"file:{path}" if parsed.scheme == "file" else f"{parsed.scheme}://{parsed.netloc}{path}"
 
     def relative(self, uri: str) -> str:
         """``uri`` (as Spark or Iceberg spells it) relative to the root; ValueError if outside."""

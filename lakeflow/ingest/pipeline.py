@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyflink.common import Configuration, WatermarkStrategy
 from pyflink.common.typeinfo import Types
 from pyflink.datastream import StreamExecutionEnvironment
@@ -20,6 +22,7 @@ from lakeflow.ingest import sensors
 from lakeflow.ingest.job import IngestJob
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, Summary
 from lakeflow.ingest.sink import add_jvm_helpers, json_array_sink
+from lakeflow.ingest.storage import IngestError
 
 log = logging.getLogger(__name__)
 
@@ -57,19 +60,39 @@ def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
 
 def execute(env: StreamExecutionEnvironment, job: IngestJob, files: PartFiles) -> Summary:
     """Run the job until it ends (a bounded run ends by itself after its final checkpoint),
-    logging each commit to ``files`` while it runs; what it committed."""
+    logging each commit to ``files`` while it runs; what it committed. Ctrl+C cancels the job
+    (logging what was committed) and raises KeyboardInterrupt; a failed job raises IngestError."""
     watcher = ProgressWatcher(files, poll_s=min(max(job.batch_interval_ms / 4000, 0.2), 2.0))
     pace = f"{job.batch_size} readings every {job.batch_interval_ms} ms" if job.throttled else "unthrottled"
-    total = f"{job.num_records} readings" if job.bounded else "until stopped"
+    total = f"{job.num_records} readings" if job.bounded else "until stopped (Ctrl+C)"
     log.info("streaming %s from %d sensors (%s, run_id %s) → %s", total, job.num_sensors, pace,
              job.run_id, job.location)
     started = time.monotonic()
     client = env.execute_async(job.name)
-    log.info("submitted Flink job %s", client.get_job_id())
+    job_id = client.get_job_id()
+    log.info("submitted Flink job %s", job_id)
     watcher.start()
     try:
         client.get_job_execution_result().result()
-    finally:
-        summary = watcher.stop()
+    except KeyboardInterrupt:
+        log.info("stopping Flink job %s …", job_id)
+        try:
+            client.cancel().result()
+        except Py4JError as exc:  # the JVM may have gone with the Ctrl+C
+            log.warning("could not cancel Flink job %s: %s", job_id, type(exc).__name__)
+        log.info("stopped; committed so far: %s", watcher.stop())
+        raise
+    except Py4JJavaError as exc:
+        watcher.stop()
+        raise IngestError(f"Flink job {job_id} failed: {_root_cause(exc)} "
+                          f"(Flink logs in {os.environ.get('FLINK_LOG_DIR', 'the Flink log folder')})") from None
+    summary = watcher.stop()
     log.info("finished in %.1f s: %s", time.monotonic() - started, summary)
     return summary
+
+
+def _root_cause(exc: Py4JJavaError) -> str:
+    cause = exc.java_exception
+    while cause.getCause() is not None and cause.getCause() != cause:
+        cause = cause.getCause()
+    return str(cause.toString())

@@ -4,17 +4,20 @@ settings (vended credentials included) in the JVM whose TaskManager writes the f
 Flink's filesystems read their configuration once, when a process initialises them — a
 TaskManager at start, from its ``config.yaml``; a job's own configuration never reaches them.
 So: an in-process MiniCluster (``make run``) gets ``fs.s3a.*`` through
-:func:`configure_local_filesystems` before the job starts; a standalone cluster gets them in its
+:func:`configure_filesystems` before the job starts; a standalone cluster gets them in its
 ``config.yaml`` (mode 0600) when it is started (``lakeflow ingest cluster-up``). Either way no
 credential appears in the job configuration, a command line or a log.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlparse
+
+log = logging.getLogger(__name__)
 
 S3_SCHEMES = ("s3", "s3a")
 S3_PLUGIN = "flink-s3-fs-hadoop"
@@ -51,10 +54,15 @@ def require_filesystem(location: str) -> None:
                       "or s3:// (s3a://)")
 
 
-def configure_local_filesystems(location: str, s3a: Mapping[str, str]) -> None:
-    """Initialise Flink's filesystems in this process's JVM (the gateway that hosts the
-    MiniCluster) with the plugins folder and ``s3a``. Only S3 locations need it."""
+def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: bool) -> None:
+    """Give the TaskManagers that write an S3 ``location`` its ``fs.s3a.*`` settings: with an
+    ``in_process`` MiniCluster, initialise this JVM's filesystems with them (and the plugins
+    folder); a cluster's TaskManagers have theirs from their config.yaml. Nothing for file://."""
     if urlparse(location).scheme not in S3_SCHEMES:
+        return
+    if not in_process:
+        log.info("the cluster's TaskManagers write %s with the fs.s3a.* settings of their config.yaml "
+                 "(start the cluster with `lakeflow ingest cluster-up`)", location)
         return
     from pyflink.java_gateway import get_gateway
 

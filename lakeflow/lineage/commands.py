@@ -46,10 +46,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _config(args: argparse.Namespace):
+def _environment() -> dict[str, str]:
+    """The environment over ``.env.local`` (or $LAKEFLOW_ENV_FILE), as lakeflow's settings read it."""
+    from lakeflow.settings import read_env_file
+
+    path = Path(os.environ.get("LAKEFLOW_ENV_FILE") or ".env.local")
+    return {**read_env_file(path), **{k: v for k, v in os.environ.items() if v != ""}}
+
+
+def _config(args: argparse.Namespace, environ: dict[str, str]):
     from dataclasses import replace
 
-    from lakeflow.lineage.config import ConfigError, HarvestConfig, NamePattern, from_mapping, load_recipe
+    from lakeflow.lineage.config import ConfigError, NamePattern, from_mapping, load_recipe
 
     if args.recipe:
         cfg = load_recipe(args.recipe)
@@ -58,7 +66,7 @@ def _config(args: argparse.Namespace):
     else:
         raise ConfigError("give --rest-url URL (the JobManager REST API) or --recipe FILE")
     conn = cfg.connection
-    token, user, password = (os.environ.get(v) for v in ("FLINK_API_TOKEN", "FLINK_API_USERNAME", "FLINK_API_PASSWORD"))
+    token, user, password = (environ.get(v) for v in ("FLINK_API_TOKEN", "FLINK_API_USERNAME", "FLINK_API_PASSWORD"))
     if token or user or password:
         from lakeflow.lineage.flink_rest import Auth
         from lakeflow.secret import Secret
@@ -92,31 +100,31 @@ def _config(args: argparse.Namespace):
         changes["include_run_history"] = False
     if args.trust_operator_names:
         changes["trust_operator_names"] = True
-    changes["lineage_dir"] = args.lineage_dir or cfg.lineage_dir or _default_lineage_dir()
+    changes["lineage_dir"] = args.lineage_dir or cfg.lineage_dir or _default_lineage_dir(environ)
     if changes.get("max_workers", 1) < 1:
         raise ConfigError(f"--max-workers: expected ≥ 1, got {changes['max_workers']}")
     return replace(cfg, **changes)
 
 
-def _default_lineage_dir():
-    if os.environ.get("LINEAGE_DIR"):
-        return Path(os.environ["LINEAGE_DIR"])
-    home = Path(os.environ.get("LAKEFLOW_HOME", ".lakeflow")) / "lineage"
+def _default_lineage_dir(environ: dict[str, str]):
+    if environ.get("LINEAGE_DIR"):
+        return Path(environ["LINEAGE_DIR"])
+    home = Path(environ.get("LAKEFLOW_HOME", ".lakeflow")) / "lineage"
     return home if home.is_dir() else None
 
 
-def _token(source):
+def _token(source, environ: dict[str, str]):
     from lakeflow.lineage.config import ConfigError
     from lakeflow.secret import Secret
 
     if source is None:
-        value = os.environ.get("DATAHUB_GMS_TOKEN")
+        value = environ.get("DATAHUB_GMS_TOKEN")
         return Secret(value) if value else None
     kind, _, ref = source.partition(":")
     if kind == "env" and ref:
-        if ref not in os.environ:
+        if ref not in environ:
             raise ConfigError(f"--datahub-token env:{ref}: environment variable {ref} is not set")
-        return Secret(os.environ[ref])
+        return Secret(environ[ref])
     if kind == "file" and ref:
         try:
             return Secret(Path(ref).read_text().strip())
@@ -131,8 +139,9 @@ def run(args: argparse.Namespace) -> int:
     from lakeflow.lineage.flink_rest import FlinkRestError
 
     try:
-        cfg = _config(args)
-        token = _token(args.datahub_token)
+        environ = _environment()
+        cfg = _config(args, environ)
+        token = _token(args.datahub_token, environ)
         return _run(args, cfg, token)
     except (ConfigError, FlinkRestError, EmitError, ValueError) as exc:
         print(f"lakeflow harvest: {exc}", file=sys.stderr)

@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from lakeflow.lineage.graph import Graph, Run
+from lakeflow.lineage.graph import Graph
 from lakeflow.lineage.openlineage import dataset, facet, run_event
 
 TERMINAL = {"SUCCESS": "COMPLETE", "FAILURE": "FAIL", "SKIPPED": "ABORT"}

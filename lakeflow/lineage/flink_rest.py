@@ -10,7 +10,7 @@ dataclass here, and every malformed answer becomes a :class:`FlinkRestError` nam
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
 import requests
@@ -179,10 +179,17 @@ class JobDetail:
     max_parallelism: int
     vertices: tuple[Vertex, ...]
     plan: Optional[tuple[PlanNode, ...]]  # None when the answer carried no plan
+    timestamps: Mapping[str, int]  # when the job last entered each state (0: never)
 
     @property
     def live(self) -> bool:
         return self.state in LIVE_STATES
+
+    @property
+    def ever_failed(self) -> bool:
+        """Whether the job ever failed or restarted (else its exception history is empty)."""
+        return self.state in ("FAILED", "FAILING", "RESTARTING") or any(
+            self.timestamps.get(s, 0) > 0 for s in ("FAILING", "RESTARTING", "FAILED"))
 
 
 @dataclass(frozen=True)
@@ -281,7 +288,8 @@ def parse_job(d: Any) -> JobDetail:
         jid=_get(d, "jid", str, w), name=_get(d, "name", str, w), state=_get(d, "state", str, w),
         job_type=_get(d, "job-type", str, w, None), start_time=_get(d, "start-time", int, w, -1),
         end_time=_get(d, "end-time", int, w, -1), max_parallelism=_get(d, "maxParallelism", int, w, -1),
-        vertices=tuple(vertices), plan=parse_plan(plan, w + " plan") if isinstance(plan, Mapping) else None)
+        vertices=tuple(vertices), plan=parse_plan(plan, w + " plan") if isinstance(plan, Mapping) else None,
+        timestamps={str(k): _int(v) for k, v in _get(d, "timestamps", dict, w, {}).items()})
 
 
 def parse_job_config(d: Any, jid: str) -> JobConfig:
@@ -371,7 +379,7 @@ class FlinkRestClient:
         detail = parse_job(self.get(f"/jobs/{jid}"))
         if detail.plan is None:  # some JobManagers leave the plan out of the job details
             plan = self.get(f"/jobs/{jid}/plan")
-            detail = JobDetail(**{**detail.__dict__, "plan": parse_plan(plan.get("plan", plan), f"GET /v1/jobs/{jid}/plan")})
+            detail = replace(detail, plan=parse_plan(plan.get("plan", plan), f"GET /v1/jobs/{jid}/plan"))
         return detail
 
     def job_config(self, jid: str) -> JobConfig:

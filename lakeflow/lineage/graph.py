@@ -163,8 +163,10 @@ def _preference(d: DatasetId) -> tuple:
 
 
 def build(flink_jobs: Iterable[FlinkJob], spark_runs: Iterable[SparkRun], *, vertex_granularity: bool,
-          rest_url: str, flink_version: str = "", failed_jobs: Iterable[tuple[str, str]] = ()) -> Graph:
-    """The graph of every harvested job; sorted, so equal inputs give equal graphs."""
+          rest_url: str, flink_version: str = "", failed_jobs: Iterable[tuple[str, str]] = (),
+          include_runs: bool = True) -> Graph:
+    """The graph of every harvested job; sorted, so equal inputs give equal graphs. Without
+    ``include_runs`` there are no runs (DataProcessInstances)."""
     flink_jobs, spark_runs = list(flink_jobs), list(spark_runs)
     canon, instances, known = _Canon(), {}, set()
     for job in flink_jobs:
@@ -228,7 +230,8 @@ def build(flink_jobs: Iterable[FlinkJob], spark_runs: Iterable[SparkRun], *, ver
         if root == d:
             aliases = tuple(sorted(a for a in canon.parent if a != d and canon.find(a) == d))
             datasets.append(Dataset(d, aliases, instances.get(d)))
-    return Graph(tuple(sorted(flows)), tuple(sorted(tasks)), tuple(sorted(runs)), tuple(sorted(jobs)),
+    return Graph(tuple(sorted(flows)), tuple(sorted(tasks)), tuple(sorted(runs)) if include_runs else (),
+                 tuple(sorted(jobs)),
                  tuple(datasets), tuple(sorted(failed_jobs)))
 
 

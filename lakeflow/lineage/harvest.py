@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from lakeflow.lineage.config import HarvestConfig
-from lakeflow.lineage.flink_rest import FlinkRestClient, FlinkRestError, IOMetrics, JobSummary
+from lakeflow.lineage.flink_rest import (ExceptionHistory, FlinkRestClient, FlinkRestError, IOMetrics, JobDetail,
+                                         JobSummary)
 from lakeflow.lineage.graph import FlinkJob, Graph, build
 from lakeflow.lineage.plan import job_references
 from lakeflow.lineage.report import HarvestReport
@@ -43,6 +44,8 @@ def harvest(config: HarvestConfig, report: Optional[HarvestReport] = None) -> Ha
         report.jobs_seen = len(summaries)
         selected = _select(config, summaries, report)
         resolver = Resolver(config, gateway)
+        log.info("harvesting %d of %d jobs from %s (%d workers)", len(selected), len(summaries),
+                 config.connection.url, config.max_workers)
         with report.timed("jobs"):
             with ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="harvest") as pool:
                 outcomes = list(pool.map(lambda s: _job(client, resolver, config, s), selected))
@@ -61,7 +64,7 @@ def harvest(config: HarvestConfig, report: Optional[HarvestReport] = None) -> Ha
             report.spark_runs = len(spark_runs)
         graph = build(jobs, spark_runs, vertex_granularity=config.operator_granularity == "vertex",
                       rest_url=config.connection.url.rstrip("/"), flink_version=cluster.flink_version,
-                      failed_jobs=failed)
+                      failed_jobs=failed, include_runs=config.include_run_history)
     finally:
         client.close()
         if gateway is not None:
@@ -94,16 +97,26 @@ def _job(client: FlinkRestClient, resolver: Resolver, config: HarvestConfig, s: 
         detail = client.job(s.jid)
         job_config = client.job_config(s.jid)
         run_history = config.include_run_history
-        checkpoints = client.checkpoints(s.jid) if run_history else None
-        checkpoint_config = client.checkpoint_config(s.jid)
-        exceptions = client.exceptions(s.jid) if run_history else None
-        live_io = None
-        if run_history and detail.live:
-            live_io = sum((client.vertex_io(s.jid, v.id) for v in detail.vertices), IOMetrics())
+        streaming = detail.job_type != "BATCH"  # batch jobs have no checkpoints (Flink answers 404)
+        checkpoints = client.checkpoints(s.jid) if run_history and streaming else None
+        checkpoint_config = client.checkpoint_config(s.jid) if streaming else None
+        exceptions = None
+        if run_history:  # a job that never failed nor restarted has an empty history: not asked
+            exceptions = client.exceptions(s.jid) if detail.ever_failed else ExceptionHistory((), False)
+        live_io = _live_io(client, detail) if run_history and detail.live else None
         resolutions = ()
         if config.include_lineage:
             resolutions = tuple(resolver.resolve(job_references(detail.plan or ()), job_config.user_config))
         return FlinkJob(detail, job_config, checkpoints, checkpoint_config, exceptions, live_io, resolutions)
     except FlinkRestError as exc:
         return str(exc)
+
+
+def _live_io(client: FlinkRestClient, detail: JobDetail) -> Optional[IOMetrics]:
+    """A live job's task I/O counters; None when the metrics are not (yet) available."""
+    try:
+        return sum((client.vertex_io(detail.jid, v.id) for v in detail.vertices), IOMetrics())
+    except FlinkRestError as exc:
+        log.info("job %s: vertex metrics unavailable (%s)", detail.jid, exc)
+        return None
 

@@ -14,7 +14,7 @@ Whatever cannot be resolved is returned with the reason; connectors that are not
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 from urllib.parse import urlparse
 
@@ -69,7 +69,7 @@ class Resolver:
         if r.dataset is None or r.platform_instance:
             return r
         instance = self.config.platform_instance_map.get(r.dataset.platform)
-        return Resolution(**{**r.__dict__, "platform_instance": instance}) if instance else r
+        return replace(r, platform_instance=instance) if instance else r
 
     def _one(self, ref: Reference) -> Resolution:
         if ref.kind == "declared":

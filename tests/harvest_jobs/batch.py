@@ -4,9 +4,9 @@ from pyflink.table import EnvironmentSettings, TableEnvironment
 NAME = "harvest-batch"
 
 
-def submit() -> None:
+def submit(name: str = NAME) -> None:
     t_env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
-    t_env.get_config().set("pipeline.name", NAME)
+    t_env.get_config().set("pipeline.name", name)
     t_env.execute_sql("CREATE TABLE numbers (n BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '100')")
     t_env.execute_sql("CREATE TABLE nowhere (n BIGINT) WITH ('connector' = 'blackhole')")
     t_env.execute_sql("INSERT INTO nowhere SELECT n * 2 FROM numbers")

@@ -6,9 +6,9 @@ from pyflink.table import EnvironmentSettings, TableEnvironment
 NAME = "harvest-resubmitted"
 
 
-def submit(fail: bool) -> None:
+def submit(fail: bool, name: str = NAME) -> None:
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    t_env.get_config().set("pipeline.name", NAME)
+    t_env.get_config().set("pipeline.name", name)
     t_env.get_config().set("restart-strategy.type", "none")
     t_env.execute_sql("""CREATE TABLE src (n BIGINT, s STRING)
       WITH ('connector' = 'datagen', 'number-of-rows' = '10', 'fields.s.length' = '3')""")

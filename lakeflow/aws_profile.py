@@ -1,0 +1,220 @@
+"""Refreshing storage credentials for long-running jobs: an AWS profile whose ``credential_process``
+re-vends from Lakekeeper.
+
+Vended STS credentials last an hour at most, and S3A keeps the credentials it started with. Instead
+of static keys, Flink and Spark get S3A's *profile* credentials provider and an AWS profile whose
+``credential_process`` runs ``lakeflow credential-process``; the AWS SDK re-runs the process when
+the credentials near their ``Expiration`` (boto3: 15 min before, SDK v1/v2: 15 s before).
+
+:func:`write_profile` writes two private files (directory 0700, files 0600):
+
+- ``<dir>/credentials``: an AWS shared-credentials file (``[name]`` sections, the one layout SDK v1,
+  SDK v2 and boto3 all read) with the profile's ``credential_process``;
+- ``<dir>/<name>.env``: the catalog settings the process needs (LAKEKEEPER, WAREHOUSE_ID, TOKEN or
+  OAUTH_*), read through ``LAKEFLOW_ENV_FILE`` — they hold the catalog secret, nothing else does.
+
+:func:`refreshing` turns a table's S3A settings into the keyless, profile-provider form, and
+:meth:`AwsProfile.env` is what every TaskManager / executor needs in its environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import io
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from lakeflow.credentials import S3ASettings
+
+if TYPE_CHECKING:
+    from lakeflow.settings import Settings
+
+# S3A's profile provider. Hadoop 3.3.x (flink-s3-fs-hadoop, hadoop-aws 3.3) uses AWS SDK v1;
+# Hadoop 3.4+ uses SDK v2 and maps the v1 name to the v2 class itself, so v1 is the portable choice.
+PROVIDERS = {
+    "v1": "com.amazonaws.auth.profile.ProfileCredentialsProvider",
+    "v2": "software.amazon.awssdk.auth.credentials.ProfileCredentialsProvider",
+}
+CREDENTIAL_KEYS = frozenset({"fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token"})
+# AWS SDK for Java v1 reads at most this many bytes of a credential_process's output.
+SDK_V1_OUTPUT_LIMIT = 1024
+
+
+class ProfileError(ValueError):
+    """The refreshing route cannot be set up as asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class AwsProfile:
+    """A written profile: its name, the shared-credentials file holding it, and its env file."""
+
+    name: str
+    credentials_file: Path
+    env_file: Path
+    command: str  # the credential_process line
+
+    def env(self) -> dict[str, str]:
+        """Environment for a process whose AWS SDK should use this profile (v1, v2 and boto3)."""
+        path = str(self.credentials_file)
+        return {"AWS_PROFILE": self.name,
+                "AWS_SHARED_CREDENTIALS_FILE": path,   # boto3, SDK v2
+                "AWS_CREDENTIAL_PROFILES_FILE": path}  # SDK v1
+
+
+def profile_name(namespace: Sequence[str], table: str) -> str:
+    """``lakeflow.<namespace levels>.<table>``: one profile per table."""
+    return ".".join(("lakeflow", *namespace, table))
+
+
+def credential_process(env_file: Path, namespace: Sequence[str], table: str) -> str:
+    """The ``credential_process`` line: ``env LAKEFLOW_ENV_FILE=… <venv>/bin/lakeflow credential-process …``.
+
+    Quoted for both readers: boto3 splits it like a shell, the Java SDKs run it with ``sh -c``.
+    """
+    script = Path(sys.executable).with_name("lakeflow")
+    program = [str(script)] if script.is_file() else [sys.executable, "-m", "lakeflow.cli"]
+    argv = [shutil.which("env") or "/usr/bin/env", f"LAKEFLOW_ENV_FILE={env_file}", *program,
+            "credential-process", "--namespace", ".".join(namespace), "--table", table]
+    return shlex.join(argv)
+
+
+def catalog_env(settings_values: Mapping[str, str]) -> str:
+    """A dotenv file body (single-quoted values) from ``{variable: value}``."""
+    lines = ["# Catalog settings for `lakeflow credential-process` (written by `lakeflow aws-profile`).",
+             "# Holds the catalog credential: keep it private (mode 0600)."]
+    for key, value in settings_values.items():
+        if "\n" in value or "\r" in value:
+            raise ProfileError(f"{key}: a value spanning lines cannot go into an env file")
+        lines.append(f"{key}='" + value.replace("\\", "\\\\").replace("'", "\\'") + "'")
+    return "\n".join(lines) + "\n"
+
+
+def write_profile(directory: Path, namespace: Sequence[str], table: str,
+                  catalog_settings: Mapping[str, str]) -> AwsProfile:
+    """Write (or replace) the table's profile in ``<directory>/credentials`` and its env file.
+
+    Other profiles in the credentials file are kept. Both files are created 0600 and replaced
+    atomically, so a TaskManager refreshing at that moment reads the old or the new file.
+    """
+    directory = Path(directory).expanduser().resolve()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    name = profile_name(namespace, table)
+    env_file = directory / f"{name}.env"
+    _write_private(env_file, catalog_env(catalog_settings))
+    command = credential_process(env_file, namespace, table)
+
+    credentials_file = directory / "credentials"
+    profiles = configparser.ConfigParser(interpolation=None)
+    if credentials_file.exists():
+        profiles.read(credentials_file)
+    profiles[name] = {"credential_process": command}
+    text = io.StringIO()
+    profiles.write(text)
+    _write_private(credentials_file, text.getvalue())
+    return AwsProfile(name=name, credentials_file=credentials_file, env_file=env_file, command=command)
+
+
+def refreshing(s3a: S3ASettings, sdk: str = "v1") -> S3ASettings:
+    """The table's S3A settings without static keys, reading credentials through the profile provider."""
+    if sdk not in PROVIDERS:
+        raise ProfileError(f"unknown AWS SDK {sdk!r}: expected one of {', '.join(PROVIDERS)}")
+    hadoop = {k: v for k, v in s3a.hadoop.items() if k not in CREDENTIAL_KEYS}
+    hadoop["fs.s3a.aws.credentials.provider"] = PROVIDERS[sdk]
+    return S3ASettings(hadoop=hadoop, expires_at=None)
+
+
+def engine_settings(s3a: S3ASettings, profile: AwsProfile, engine: str) -> dict[str, str]:
+    """Configuration for one engine: ``flink`` (fs.s3a.* plus the TaskManager environment on
+    Kubernetes/YARN), ``spark`` (spark.hadoop.fs.s3a.* plus spark.executorEnv.*) or ``env``."""
+    if engine == "flink":
+        return {**s3a.flink(), **{f"containerized.taskmanager.env.{k}": v for k, v in profile.env().items()}}
+    if engine == "spark":
+        return {**s3a.spark(), **{f"spark.executorEnv.{k}": v for k, v in profile.env().items()}}
+    if engine == "env":
+        return profile.env()
+    raise ProfileError(f"unknown format {engine!r}: expected flink, spark or env")
+
+
+def catalog_settings(settings: "Settings", warehouse_id: str) -> dict[str, str]:
+    """The variables ``lakeflow credential-process`` needs to reach the catalog (secrets revealed:
+    they go into the private env file only)."""
+    out = {"LAKEKEEPER": settings.lakekeeper, "WAREHOUSE_ID": warehouse_id,
+           "HTTP_TIMEOUT_S": str(settings.http_timeout_s), "HTTP_MAX_RETRIES": str(settings.http_max_retries)}
+    if settings.project_id:
+        out["PROJECT_ID"] = settings.project_id
+    if settings.oauth_client_secret:
+        out.update({"OAUTH_TOKEN_URL": settings.oauth_token_url, "OAUTH_CLIENT_ID": settings.oauth_client_id,
+                    "OAUTH_CLIENT_SECRET": settings.oauth_client_secret.reveal(),
+                    "OAUTH_SCOPE": settings.oauth_scope or ""})
+    elif settings.token:
+        out["TOKEN"] = settings.token.reveal()
+    return out
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a new 0600 file beside ``path``, then rename it over ``path``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# -- lakeflow aws-profile ---------------------------------------------------------------------------
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``lakeflow aws-profile`` to the ``lakeflow`` parser."""
+    p = subparsers.add_parser(
+        "aws-profile", help="write an AWS profile that re-vends the table's credentials (long-running jobs)",
+        description="Write an AWS profile whose credential_process runs `lakeflow credential-process` "
+                    "(files 0600 under --dir), and print the keyless S3A settings that select S3A's "
+                    "profile credentials provider plus the environment every TaskManager / executor "
+                    "needs. The AWS SDK then re-vends from Lakekeeper before the credentials expire.")
+    p.add_argument("--namespace", metavar="NS", help="namespace, levels separated by '.' (default: $NAMESPACE)")
+    p.add_argument("--table", metavar="NAME", help="table name (default: $TABLE)")
+    p.add_argument("--dir", type=Path, metavar="DIR",
+                   help="where to write the profile files (default: $LAKEFLOW_HOME/aws)")
+    p.add_argument("--format", choices=("flink", "spark", "env"), default="flink",
+                   help="print Flink configuration, Spark conf, or only the environment (default flink)")
+    p.add_argument("--sdk", choices=tuple(PROVIDERS), default="v1",
+                   help="S3A's AWS SDK: v1 for Hadoop 3.3.x (flink-s3-fs-hadoop), v2 for Hadoop 3.4+ "
+                        "(default v1: Hadoop 3.4+ maps the v1 class name to v2)")
+    p.set_defaults(handler=_aws_profile)
+
+
+def _aws_profile(args: argparse.Namespace) -> int:
+    from lakeflow.catalog import open_catalog
+    from lakeflow.credentials import VendedConfig, show, to_s3a
+    from lakeflow.settings import load_settings
+
+    env = dict(os.environ)
+    env.update({k: v for k, v in (("NAMESPACE", args.namespace), ("TABLE", args.table)) if v})
+    settings = load_settings(env)
+    if settings.catalog != "lakekeeper":
+        print("lakeflow aws-profile: the embedded local catalog vends no credentials; set LAKEKEEPER "
+              "and WAREHOUSE_ID (docs/operations.md)", file=sys.stderr)
+        return 2
+    catalog = open_catalog(settings)
+    handle = catalog.load(settings.namespace, settings.table)
+    if settings.token and not settings.oauth_client_secret:
+        print("lakeflow aws-profile: note: a static TOKEN cannot be renewed; a job running past its "
+              "expiry needs OAUTH_* client credentials", file=sys.stderr)
+    profile = write_profile(args.dir or settings.home / "aws", settings.namespace, settings.table,
+                            catalog_settings(settings, catalog.warehouse_id))  # type: ignore[attr-defined]
+    s3a = refreshing(to_s3a(handle.storage or VendedConfig(handle.location), settings.s3_endpoint), args.sdk)
+    print(f"wrote AWS profile {profile.name} to {profile.credentials_file} (catalog settings in "
+          f"{profile.env_file}, mode 0600)", file=sys.stderr)
+    for line in show(engine_settings(s3a, profile, args.format)):
+        print(line)
+    return 0

@@ -1,0 +1,70 @@
+"""A DataHub GMS stand-in on a real socket: ``POST /aspects?action=ingestProposalBatch`` (Rest.li
+2.0.0) stores the proposals, checks the bearer token when one is set, and answers like GMS."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Optional
+
+
+@dataclass
+class GmsStandIn:
+    token: Optional[str] = None
+    fail_first: int = 0  # answer 503 to the first N posts
+    proposals: list[dict[str, Any]] = field(default_factory=list)
+    posts: int = 0
+    server: Optional[ThreadingHTTPServer] = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def start(self) -> "GmsStandIn":
+        gms = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle stalls
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                gms.posts += 1
+                if self.path != "/aspects?action=ingestProposalBatch":
+                    return self._send(404, {"message": f"no resource {self.path}"})
+                if self.headers.get("X-RestLi-Protocol-Version") != "2.0.0":
+                    return self._send(400, {"message": "Rest.li protocol 2.0.0 required"})
+                if gms.token and self.headers.get("Authorization") != f"Bearer {gms.token}":
+                    return self._send(401, {"message": "Unauthorized"})
+                if gms.posts <= gms.fail_first:
+                    return self._send(503, {"message": "unavailable"})
+                proposals = json.loads(body)["proposals"]
+                for p in proposals:
+                    json.loads(p["aspect"]["value"])  # the aspect must be a JSON document
+                gms.proposals.extend(proposals)
+                return self._send(200, {"value": [p["entityUrn"] for p in proposals]})
+
+            def _send(self, status: int, payload: Any) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()

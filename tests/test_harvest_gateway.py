@@ -1,0 +1,149 @@
+"""The SQL Gateway client against the stand-in: protocol, paging, single-flight cache, resolution."""
+
+import threading
+
+import pytest
+
+from lakeflow.lineage.config import CatalogPlatform, from_mapping
+from lakeflow.lineage.datasets import DatasetId, from_location
+from lakeflow.lineage.flink_rest import Connection, FlinkRestError
+from lakeflow.lineage.plan import Reference, TableRef
+from lakeflow.lineage.resolve import Resolver
+from lakeflow.lineage.sql_gateway import SingleFlight, SqlGatewayClient, with_options
+from tests.sql_gateway_standin import RecordedExecutor, SqlGatewayStandIn
+
+VARCHAR = {"type": "VARCHAR", "nullable": True}
+
+
+def info(*rows):
+    return {"columns": [{"name": "info name", "logicalType": VARCHAR, "comment": None},
+                        {"name": "info value", "logicalType": VARCHAR, "comment": None}], "rows": [list(r) for r in rows]}
+
+
+def ddl(text):
+    return {"columns": [{"name": "result", "logicalType": VARCHAR, "comment": None}], "rows": [[text]]}
+
+
+@pytest.fixture
+def gateway():
+    standins = []
+
+    def start(answers, **kw):
+        standin = SqlGatewayStandIn(RecordedExecutor(answers), **kw).start()
+        standins.append(standin)
+        return standin, SqlGatewayClient(Connection(standin.url, max_retries=1, backoff_s=0.01), operation_timeout_s=5)
+
+    yield start
+    for s in standins:
+        s.stop()
+
+
+def test_statements_page_through_results_after_not_ready(gateway):
+    rows = [[f"k{i}", f"v{i}"] for i in range(7)]
+    standin, client = gateway({"DESCRIBE CATALOG EXTENDED `c`": info(*rows)}, page_size=3, not_ready=2)
+    assert client.catalog_info("c") == {f"k{i}": f"v{i}" for i in range(7)}
+    client.close()
+    assert standin.closed and not standin.sessions  # the session was closed
+
+
+def test_a_failed_statement_names_the_statement_and_the_reason(gateway):
+    _, client = gateway({"SHOW CREATE TABLE `c`.`d`.`t`": {
+        "error": "org.apache.flink.table.api.ValidationException: Table `c`.`d`.`t` does not exist."}})
+    with pytest.raises(FlinkRestError, match=r"^SHOW CREATE TABLE `c`.`d`.`t`: org.apache.flink.table.api."
+                                             r"ValidationException: Table `c`.`d`.`t` does not exist.$"):
+        client.table_options(TableRef("c", "d", "t"))
+
+
+def test_lookups_are_single_flight_under_threads(gateway):
+    standin, client = gateway({"DESCRIBE CATALOG EXTENDED `pg`": info(("type", "jdbc"))}, not_ready=3)
+    results, barrier = [], threading.Barrier(8)
+
+    def ask():
+        barrier.wait()
+        results.append(client.catalog_info("pg"))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [{"type": "jdbc"}] * 8
+    assert standin.statements == ["DESCRIBE CATALOG EXTENDED `pg`"]
+
+
+def test_single_flight_caches_failures_too():
+    calls = []
+    cache: SingleFlight[int] = SingleFlight()
+
+    def load():
+        calls.append(1)
+        raise FlinkRestError("nope")
+
+    for _ in range(3):
+        with pytest.raises(FlinkRestError):
+            cache.get("k", load)
+    assert len(calls) == 1
+
+
+def test_with_options_reads_escaped_values():
+    text = ("CREATE TABLE `c`.`d`.`t` (\n  `a` BIGINT COMMENT 'it''s'\n)\nWITH (\n  'connector' = 'kafka',\n"
+            "  'topic' = 'or''ders',\n  'properties.bootstrap.servers' = 'b1:9092,b2:9092'\n)\n")
+    assert with_options(text) == {"connector": "kafka", "topic": "or'ders", "properties.bootstrap.servers": "b1:9092,b2:9092"}
+
+
+def resolve(client, table, catalog_map=None):
+    cfg = from_mapping({"connection": {"rest_api_url": "http://x"}})
+    if catalog_map:
+        from dataclasses import replace
+        cfg = replace(cfg, catalog_platform_map=catalog_map)
+    ref = Reference("source", "table", "v", f"TableSourceScan {table}", table=table)
+    return Resolver(cfg, client).resolve([ref], {})[0]
+
+
+def test_platforms_resolve_by_catalog_type_then_table_ddl(gateway):
+    _, client = gateway({
+        "DESCRIBE CATALOG EXTENDED `pg`": info(("type", "jdbc"), ("option:base-url", "jdbc:postgresql://db:5432")),
+        "DESCRIBE CATALOG EXTENDED `ice`": info(("type", "iceberg"), ("option:uri", "http://lk:8181/catalog"),
+                                                ("option:warehouse", "wh")),
+        "DESCRIBE CATALOG EXTENDED `hive`": info(("type", "hive")),
+        "SHOW CREATE TABLE `hive`.`db`.`events`": ddl(
+            "CREATE TABLE x (a INT) WITH (\n  'connector' = 'kafka',\n  'topic' = 'events',\n"
+            "  'properties.bootstrap.servers' = 'k1:9092'\n)\n"),
+        "SHOW CREATE TABLE `hive`.`db`.`files`": ddl(
+            "CREATE TABLE x (a INT) WITH (\n  'connector' = 'filesystem',\n  'path' = 's3a://bucket/raw/files'\n)\n"),
+        "SHOW CREATE TABLE `hive`.`db`.`gen`": ddl("CREATE TABLE x (a INT) WITH (\n  'connector' = 'datagen'\n)\n"),
+    })
+    pg = resolve(client, TableRef("pg", "mydb", "public.users"))
+    assert pg.dataset == DatasetId("postgres://db:5432", "mydb.public.users")
+    assert pg.dataset.datahub_urn() == "urn:li:dataset:(urn:li:dataPlatform:postgres,mydb.public.users,PROD)"
+    ice = resolve(client, TableRef("ice", "lake", "events"))
+    assert ice.dataset == DatasetId("iceberg", "lake.events")
+    assert ice.aliases == (DatasetId("http://lk:8181/catalog/wh", "lake.events"),)
+    assert resolve(client, TableRef("hive", "db", "events")).dataset == DatasetId("kafka://k1:9092", "events")
+    files = resolve(client, TableRef("hive", "db", "files"))
+    assert files.dataset == from_location("s3://bucket/raw/files")  # its path, not "hdfs db.files"
+    gen = resolve(client, TableRef("hive", "db", "gen"))
+    assert gen.dataset is None and gen.skipped == "hive.db.gen: connector 'datagen' is not a dataset"
+
+
+def test_catalog_platform_map_wins_over_the_gateway(gateway):
+    standin, client = gateway({})
+    r = resolve(client, TableRef("ice", "lake", "t"), {"ice": CatalogPlatform("iceberg", "prod-lake")})
+    assert (r.dataset, r.platform_instance) == (DatasetId("iceberg", "lake.t"), "prod-lake")
+    assert standin.statements == []
+
+
+def test_v2_result_fetch_requires_a_row_format(gateway):
+    import requests
+
+    standin, _ = gateway({"SHOW CATALOGS": {"columns": [], "rows": [["a"]]}})
+    s = requests.post(f"{standin.url}/v2/sessions", json={}).json()["sessionHandle"]
+    op = requests.post(f"{standin.url}/v2/sessions/{s}/statements", json={"statement": "SHOW CATALOGS"}).json()
+    url = f"{standin.url}/v2/sessions/{s}/operations/{op['operationHandle']}/result/0"
+    assert requests.get(url).status_code == 400
+    first = requests.get(url + "?rowFormat=JSON").json()
+    assert first["resultType"] == "NOT_READY"
+    page = requests.get(standin.url + first["nextResultUri"]).json()
+    assert page["resultType"] == "PAYLOAD" and page["results"]["rowFormat"] == "JSON"
+    assert page["results"]["data"] == [{"kind": "INSERT", "fields": ["a"]}]
+    assert requests.get(standin.url + page["nextResultUri"]).json()["resultType"] == "EOS"
