@@ -20,7 +20,7 @@ T = TypeVar("T")
 DEFAULT_LAKEKEEPER = "http://localhost:8181"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SECRET = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces: safe in an HTTP header or form
+_SECRET = re.compile(r"^[^\s\x00-\x1f\x7f]+$")  # one token: no spaces or control characters (header-safe)
 
 
 class SettingsError(ValueError):

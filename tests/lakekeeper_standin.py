@@ -167,6 +167,11 @@ class Faults:
         """Answer ``seconds`` late; a mutation is "in progress" meanwhile and takes effect at the end."""
         self._add(Fault("delay", times, seconds=seconds, **match))
 
+    def pending(self) -> int:
+        """How many injected faults have not been served yet."""
+        with self._lock:
+            return sum(f.times for f in self._queue)
+
     def clear(self) -> None:
         with self._lock:
             self._queue.clear()

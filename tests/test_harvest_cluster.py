@@ -3,6 +3,7 @@ for the module): exact lineage, every run, the SQL Gateway path, stable output, 
 the compaction's run events."""
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -105,3 +106,54 @@ def test_flink_and_compaction_lineage_are_one_graph(harvest_scenario, tmp_path):
     assert {f"dataset:{raw}", "spark:lakeflow.compaction", f"dataset:{iceberg}"} <= reached
     assert [d["aliases"] for d in doc["datasets"] if d["name"] == str(raw)] == [
         [str(catalog_alias(harvest_scenario.catalog_uri, "local", "iot", "sensor-readings"))]]
+
+
+@pytest.fixture(scope="module")
+def ingest_job(flink_cluster, tmp_path_factory):
+    """lakeflow's own ingestion job (jobs/sensor_ingest.py), packaged and run bounded on the cluster."""
+    root = Path(__file__).resolve().parents[1]
+    home = tmp_path_factory.mktemp("harvest-ingest")
+    subprocess.run(["make", "-s", "package"], cwd=root, check=True, capture_output=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k not in ("LAKEKEEPER", "WAREHOUSE_ID", "TOKEN")}
+    env.update(LAKEFLOW_HOME=str(home), LAKEFLOW_ENV_FILE="/dev/null", NUM_SENSORS="2", NUM_RECORDS="40",
+               BATCH_SIZE="20", BATCH_INTERVAL_MS="300", LAKEFLOW_JAR=str(root / "build" / "lakeflow-flink.jar"))
+    py = sys.executable
+    proc = flink_cluster.flink(["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(root / "build" / "lakeflow.zip"),
+                                "-py", str(root / "jobs" / "sensor_ingest.py")], env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return env, home / "warehouse" / "iot" / "sensor-readings"
+
+
+def test_lakeflows_ingestion_job_declares_its_table(flink_cluster, ingest_job, tmp_path):
+    _, table = ingest_job
+    out = tmp_path / "h.json"
+    assert main(["harvest", "--rest-url", flink_cluster.rest_url, "--output", str(out),
+                 "--job-name-allow", "^lakeflow-ingest "]) == 0
+    jobs = json.loads(out.read_text())["jobs"]
+    assert jobs and all(j["state"] == "FINISHED" for j in jobs)
+    mine = [j for j in jobs if j["outputs"] == [str(from_location(table.as_uri()))]]
+    assert len(mine) == 1  # this run (other tests' runs write elsewhere)
+    (job,) = mine
+    assert job["inputs"] == [] and job["evidence"] == {str(from_location(table.as_uri())): "declared"}
+    assert not [u for u in job["unresolved"] if "Kafka" in u]
+
+
+def test_ingestion_and_the_real_compaction_are_one_lineage(flink_cluster, ingest_job, tmp_path):
+    """sensors → Flink ingestion job → raw table → Spark compaction (real spark-submit) → Iceberg."""
+    env, table = ingest_job
+    home = Path(env["LAKEFLOW_HOME"])
+    proc = subprocess.run([sys.executable, "-m", "lakeflow.cli", "compact"], cwd=home, capture_output=True, text=True,
+                          env={**env, "NAMESPACE": "iot", "TABLE": "sensor-readings", "SPARK_LOCAL_IP": "127.0.0.1"},
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = tmp_path / "h.json"
+    assert main(["harvest", "--rest-url", flink_cluster.rest_url, "--output", str(out), "--job-name-allow",
+                 "^lakeflow-ingest ", "--lineage-dir", str(home / "lineage")]) == 0
+    doc = json.loads(out.read_text())
+    raw = f"dataset:{from_location(table.as_uri())}"
+    (spark,) = [j for j in doc["jobs"] if j["engine"] == "spark"]
+    assert (spark["state"], spark["inputs"]) == ("COMPLETE", [raw[len("dataset:"):]])
+    (iceberg,) = spark["outputs"]
+    ingest = next(j["name"] for j in doc["jobs"] if j["outputs"] == [raw[len("dataset:"):]])
+    edges = {tuple(e) for e in doc["edges"]}
+    assert {(f"flink:{ingest}", raw), (raw, f"spark:{spark['name']}"), (f"spark:{spark['name']}", f"dataset:{iceberg}")} <= edges

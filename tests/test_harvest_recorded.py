@@ -146,6 +146,11 @@ def test_compaction_runs_join_the_flink_graph(recorded_jobmanager, recorded_scen
     assert (spark_run["result"], spark_run["end_ms"] - spark_run["start_ms"]) == ("SUCCESS", 60000)
     raw_ds = next(d for d in doc["datasets"] if d["name"] == str(from_location(raw_location)))
     assert raw_ds["aliases"] == [str(raw_alias)]  # one dataset, the catalog identity as its alias
+    events = [json.loads(line) for line in harvest(recorded_jobmanager, tmp_path, "--lineage-dir", str(store),
+                                                   fmt="openlineage")[1].splitlines()]
+    spark = [(e["eventType"], e["job"]["namespace"], e["job"]["name"]) for e in events
+             if e["run"]["runId"] == common["run_id"]]
+    assert spark == [("START", "lakeflow", "compaction"), ("COMPLETE", "lakeflow", "compaction")]
 
 
 def test_datahub_proposals_go_to_gms_over_rest(recorded_jobmanager, tmp_path, monkeypatch, capsys):

@@ -47,24 +47,26 @@ class Run:
         return self.home / "warehouse" / "iot" / "sensor-readings"
 
 
-def check_committed(run: Run) -> list[dict]:
+def check_committed(run: Run, records: int = NUM_RECORDS, clean: bool = True) -> list[dict]:
     """Every committed file is one JSON array of readings of the documented schema; all
-    NUM_RECORDS readings of one run, ``seq`` unique and complete; nothing left in progress."""
-    names = sorted(p.name for p in run.table_dir.iterdir())
-    assert names and not [n for n in names if n.startswith(".")], f"uncommitted files left: {names}"
+    ``records`` readings of one run, ``seq`` unique and complete; after a ``clean`` run
+    (no failure) nothing is left in progress."""
+    names = sorted(p.name for p in run.table_dir.iterdir() if not p.name.startswith("."))
+    hidden = sorted(p.name for p in run.table_dir.iterdir() if p.name.startswith("."))
+    assert names and not (clean and hidden), f"uncommitted files left: {hidden}"
     readings: list[dict] = []
     for name in names:
         assert re.fullmatch(r"part-[0-9a-f-]{36}-\d+\.json", name), name
         content = json.loads((run.table_dir / name).read_text())
         assert isinstance(content, list) and content, f"{name} is not a non-empty JSON array"
         readings += content
-    assert len(readings) == NUM_RECORDS
-    assert sorted(r["seq"] for r in readings) == list(range(NUM_RECORDS))
+    assert len(readings) == records
+    assert sorted(r["seq"] for r in readings) == list(range(records))
     assert len({r["run_id"] for r in readings}) == 1
     uuid.UUID(readings[0]["run_id"])
     for r in readings:
         assert [(k, type(v)) for k, v in r.items()] == list(sensors.FIELDS)
-    assert f"Wrote {len(names)} files, {NUM_RECORDS} readings" in run.stdout
+    assert f"Wrote {len(names)} files, {records} readings" in run.stdout
     assert run.table_dir.as_uri() in run.stdout
     return readings
 
@@ -131,6 +133,48 @@ def test_flink_run_declares_the_table_to_the_job_manager(cluster_run: Run, flink
     job = requests.get(f"{flink_cluster.rest_url}/v1/jobs/{job_id}", timeout=10).json()
     assert job["state"] == "FINISHED"
     assert any(f"{datasets.SINK_NAME_PREFIX}[{location}]" in v["name"] for v in job["vertices"])
+
+
+def test_a_taskmanager_crash_loses_and_duplicates_nothing(cluster_run: Run, flink_cluster,
+                                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+    """SIGKILL the TaskManager mid-run: the job restarts from its last checkpoint, ``seq``
+    continues from there, ``run_id`` stays — every reading exactly once."""
+    home, records = tmp_path_factory.mktemp("ingest-recovery"), 3_000
+    py = str(Path(sys.executable))
+    env = {**flink_cluster.env(), **job_env(home, NUM_RECORDS=str(records), BATCH_SIZE="150", BATCH_INTERVAL_MS="500"),
+           "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar")}
+    from lakeflow.flink_cluster import flink_home
+
+    proc = subprocess.Popen([str(flink_home() / "bin" / "flink"), "run", "-pyclientexec", py, "-pyexec", py,
+                             "-pyfs", str(ROOT / "build" / "lakeflow.zip"), "-py", str(JOB)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = Run(home, "", "", time.time())
+    try:
+        deadline = time.monotonic() + 180
+        while not (run.table_dir.is_dir() and len(list(run.table_dir.glob("*.json"))) >= 3):
+            assert proc.poll() is None and time.monotonic() < deadline, "no commits before the crash"
+            time.sleep(0.1)
+        flink_cluster.kill_taskmanager()
+        flink_cluster.start_taskmanager()
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+        wait_for_slots(flink_cluster)
+    assert proc.returncode == 0, out[-3000:]
+    check_committed(Run(home, out, "", run.started), records=records, clean=False)
+    job_id = re.search(r"submitted Flink job ([0-9a-f]{32})", out).group(1)
+    history = requests.get(f"{flink_cluster.rest_url}/v1/jobs/{job_id}/exceptions", timeout=10).json()
+    assert history["exceptionHistory"]["entries"], "the job did not notice the crash"
+
+
+def wait_for_slots(cluster, timeout: float = 120) -> None:
+    """Until the restarted TaskManager has registered (the cluster is shared by the session)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if requests.get(f"{cluster.rest_url}/v1/overview", timeout=5).json().get("slots-total", 0) >= 1:
+            return
+        time.sleep(0.5)
+    raise TimeoutError("the TaskManager did not come back")
 
 
 def test_s3_location_without_the_plugin_fails_before_flink_starts(lakekeeper, tmp_path: Path) -> None:

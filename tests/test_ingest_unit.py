@@ -16,11 +16,11 @@ import pytest
 from lakeflow.catalog.base import TableHandle, TableIdent
 from lakeflow.catalog.local import LocalCatalog
 from lakeflow.credentials import VendedConfig, to_s3a
-from lakeflow.ingest import sensors
+from lakeflow.ingest import IngestError, sensors
 from lakeflow.ingest.job import FOREVER, IngestJob
 from lakeflow.ingest.plugins import flink_version, install_s3_plugin
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, records_in
-from lakeflow.ingest.storage import IngestError, require_filesystem
+from lakeflow.ingest.storage import require_filesystem
 from lakeflow.lineage import datasets
 from lakeflow.settings import load_settings
 
@@ -178,6 +178,42 @@ def test_plugin_is_downloaded_and_checked(tmp_path: Path, monkeypatch: pytest.Mo
         install_s3_plugin(None, timeout_s=5)
     (folder / f"{jar.name}.sha1").write_text(hashlib.sha1(b"real jar").hexdigest() + "  x.jar\n")
     assert install_s3_plugin(None, timeout_s=5).read_bytes() == b"real jar"
+
+
+def test_a_cluster_gets_the_vended_s3a_settings_in_a_private_config(
+        lakekeeper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import stat
+
+    import yaml
+
+    from lakeflow.flink_cluster import FlinkCluster
+    from lakeflow.ingest.storage import cluster_storage
+    from tests.fixtures_lakekeeper import settings_for as lakekeeper_settings
+
+    monkeypatch.setenv("FLINK_PLUGINS_DIR", str(tmp_path / "plugins"))
+    settings = lakekeeper_settings(lakekeeper, LAKEFLOW_HOME=str(tmp_path))
+    with pytest.raises(IngestError, match="make flink-plugins"):
+        cluster_storage(settings)
+    jar = tmp_path / "plugins" / "s3-fs-hadoop" / f"flink-s3-fs-hadoop-{flink_version()}.jar"
+    jar.parent.mkdir(parents=True)
+    jar.write_bytes(b"PK")
+    handle, conf = cluster_storage(settings)
+    assert handle.location.startswith("s3://")
+    assert conf["fs.s3a.aws.credentials.provider"].endswith("TemporaryAWSCredentialsProvider")
+    assert conf["fs.s3a.session.token"] and conf["fs.s3a.secret.key"]
+    cluster = FlinkCluster(tmp_path / "cluster", conf=conf)
+    cluster.write_conf()
+    written = cluster.conf_dir / "config.yaml"
+    assert stat.S_IMODE(os.stat(written).st_mode) == 0o600
+    assert yaml.safe_load(written.read_text())["fs.s3a.session.token"] == conf["fs.s3a.session.token"]
+
+
+def test_a_cluster_for_a_local_table_needs_no_storage_settings(tmp_path: Path) -> None:
+    from lakeflow.ingest.storage import cluster_storage
+
+    handle, conf = cluster_storage(settings_for(tmp_path))
+    assert handle.location.startswith("file://") and conf == {}
 
 
 # --- committed part files ---------------------------------------------------------------------

@@ -3,3 +3,7 @@
 Python only defines the pipeline; every record is generated, shaped into JSON and written on
 the JVM (``SensorTicks`` source → SQL → ``FileSink`` with the JSON-array bulk writer).
 """
+
+
+class IngestError(RuntimeError):
+    """The ingestion job cannot run as configured, or failed; the message says what to do."""

@@ -37,8 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _plugins(args: argparse.Namespace) -> int:
+    from lakeflow.ingest import IngestError
     from lakeflow.ingest.plugins import install_s3_plugin
-    from lakeflow.ingest.storage import IngestError
 
     try:
         print(install_s3_plugin(args.flink_home))
@@ -49,23 +49,17 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 def _cluster_up(args: argparse.Namespace) -> int:
-    from lakeflow.catalog import open_catalog
-    from lakeflow.credentials import to_s3a
     from lakeflow.flink_cluster import FlinkCluster
-    from lakeflow.ingest.storage import S3_SCHEMES, IngestError, require_filesystem
+    from lakeflow.ingest import IngestError
+    from lakeflow.ingest.storage import cluster_storage
     from lakeflow.settings import load_settings
 
     settings = load_settings(local=args.local or None)
-    catalog = open_catalog(settings)
-    catalog.register(settings.namespace, settings.table)
-    handle = catalog.load(settings.namespace, settings.table, vended=True)
     try:
-        require_filesystem(handle.location)
+        handle, conf = cluster_storage(settings)
     except IngestError as exc:
         print(f"lakeflow ingest cluster-up: {exc}", file=sys.stderr)
         return 2
-    on_s3 = handle.location.split("://", 1)[0] in S3_SCHEMES
-    conf = to_s3a(handle.storage, settings.s3_endpoint).flink() if on_s3 and handle.storage else {}
     cluster = FlinkCluster(args.home or settings.home / "cluster", rest_port=args.rest_port,
                            rpc_port=args.rpc_port, conf=conf)
     if cluster.running():

@@ -22,7 +22,7 @@ from lakeflow.ingest import sensors
 from lakeflow.ingest.job import IngestJob
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, Summary
 from lakeflow.ingest.sink import add_jvm_helpers, json_array_sink
-from lakeflow.ingest.storage import IngestError
+from lakeflow.ingest import IngestError
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Optional
 
-from lakeflow.ingest.storage import S3_PLUGIN, IngestError, plugins_dir
+from lakeflow.ingest import IngestError
+from lakeflow.ingest.storage import S3_PLUGIN, plugins_dir
 
 log = logging.getLogger(__name__)
 

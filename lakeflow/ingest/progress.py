@@ -101,7 +101,8 @@ class Summary:
     def __str__(self) -> str:
         text = f"{self.files} files, {self.records} readings, {_size(self.bytes)} → {self.location}"
         if self.uncommitted:
-            text += f" ({len(self.uncommitted)} uncommitted in-progress files left)"
+            text += (f" ({len(self.uncommitted)} hidden in-progress files there too: from an attempt that "
+                     "failed, a cancelled run or another writer; readers skip them)")
         return text
 
 

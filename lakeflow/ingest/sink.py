@@ -11,7 +11,7 @@ from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.connectors.file_system import BucketAssigner, FileSink, OutputFileConfig
 from pyflink.java_gateway import get_gateway
 
-from lakeflow.ingest.storage import IngestError
+from lakeflow.ingest import IngestError
 
 JAR_NAME = "lakeflow-flink.jar"
 PART_PREFIX = "part"

@@ -14,17 +14,19 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 from urllib.parse import urlparse
+
+from lakeflow.ingest import IngestError
+
+if TYPE_CHECKING:
+    from lakeflow.catalog.base import TableHandle
+    from lakeflow.settings import Settings
 
 log = logging.getLogger(__name__)
 
 S3_SCHEMES = ("s3", "s3a")
 S3_PLUGIN = "flink-s3-fs-hadoop"
-
-
-class IngestError(RuntimeError):
-    """The ingestion job cannot run as configured; the message says what to do."""
 
 
 def plugins_dir() -> Path:
@@ -72,3 +74,18 @@ def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: 
         conf.setString(key, value)
     plugins = jvm.org.apache.flink.core.plugin.PluginUtils.createPluginManagerFromRootFolder(conf)
     jvm.org.apache.flink.core.fs.FileSystem.initialize(conf, plugins)
+
+
+def cluster_storage(settings: "Settings") -> tuple["TableHandle", dict[str, str]]:
+    """The table (registered if need be, loaded with vended credentials) and the ``fs.s3a.*``
+    a standalone cluster's TaskManagers need in their config.yaml to write it (none for file://)."""
+    from lakeflow.catalog import open_catalog
+    from lakeflow.credentials import to_s3a
+
+    catalog = open_catalog(settings)
+    catalog.register(settings.namespace, settings.table)
+    handle = catalog.load(settings.namespace, settings.table, vended=True)
+    require_filesystem(handle.location)
+    if urlparse(handle.location).scheme not in S3_SCHEMES or handle.storage is None:
+        return handle, {}
+    return handle, to_s3a(handle.storage, settings.s3_endpoint).flink()

@@ -193,6 +193,9 @@ def _write(output: str, text: str) -> None:
         sys.stdout.write(text)
         return
     path = Path(output)
+    if path.exists() and not path.is_file():  # /dev/null, a pipe: write through, never replace it
+        path.write_text(text)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)

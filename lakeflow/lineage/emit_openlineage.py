@@ -23,7 +23,9 @@ def events(graph: Graph, job_namespace: Optional[str] = None) -> list[dict[str, 
     aliases = {d.id: d.aliases for d in graph.datasets}
     out = []
     for r in graph.runs:
-        ns = job_namespace or r.orchestrator
+        props = dict(r.properties)
+        ns = props.get("openlineage_namespace") or job_namespace or r.orchestrator  # a compaction keeps its own
+        name = props.get("openlineage_name") or r.flow
         inputs = [dataset(d, aliases=aliases.get(d, ())) for d in r.inputs]
         outputs = [dataset(d, aliases=aliases.get(d, ())) for d in r.outputs]
         run_facets: dict[str, Any] = {"lakeflow_run": facet(
@@ -32,7 +34,7 @@ def events(graph: Graph, job_namespace: Optional[str] = None) -> list[dict[str, 
             processingType=r.process_type)}
         job_facets = {"jobType": facet("JobTypeJobFacet", processingType=r.process_type,
                                        integration=r.orchestrator.upper(), jobType="JOB")}
-        common = dict(run_id=_uuid(r.run_id), job_namespace=ns, job_name=r.flow, inputs=inputs, outputs=outputs,
+        common = dict(run_id=_uuid(r.run_id), job_namespace=ns, job_name=name, inputs=inputs, outputs=outputs,
                       job_facets=job_facets)
         if r.start_ms:
             out.append(run_event("START", event_time=_time(r.start_ms), run_facets=run_facets, **common))

@@ -141,8 +141,10 @@ class Graph:
 
 @dataclass
 class _Canon:
-    """Folds aliases onto canonical datasets (union by shared identities)."""
+    """Folds aliases onto canonical datasets (union by shared identities). The canonical one of a
+    group is a dataset a job named (not only an alias), a location before anything else."""
 
+    primary: set[DatasetId] = field(default_factory=set)
     parent: dict[DatasetId, DatasetId] = field(default_factory=dict)
 
     def find(self, d: DatasetId) -> DatasetId:
@@ -153,13 +155,12 @@ class _Canon:
     def union(self, a: DatasetId, b: DatasetId) -> None:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
-            keep, drop = sorted((ra, rb), key=_preference)
+            keep, drop = sorted((ra, rb), key=self._preference)
             self.parent[drop] = keep
 
-
-def _preference(d: DatasetId) -> tuple:
-    """Locations first (file, s3, …): they are the canonical names; then anything else."""
-    return (0 if d.platform in ("file", "s3", "gs", "hdfs") or d.platform.startswith("abfs") else 1, d)
+    def _preference(self, d: DatasetId) -> tuple:
+        location = d.namespace in ("file",) or (d.platform in ("s3", "gs", "hdfs") or d.platform.startswith("abfs"))
+        return (d not in self.primary, not location, d)
 
 
 def build(flink_jobs: Iterable[FlinkJob], spark_runs: Iterable[SparkRun], *, vertex_granularity: bool,
@@ -168,20 +169,18 @@ def build(flink_jobs: Iterable[FlinkJob], spark_runs: Iterable[SparkRun], *, ver
     """The graph of every harvested job; sorted, so equal inputs give equal graphs. Without
     ``include_runs`` there are no runs (DataProcessInstances)."""
     flink_jobs, spark_runs = list(flink_jobs), list(spark_runs)
-    canon, instances, known = _Canon(), {}, set()
+    canon, instances = _Canon(), {}
+    links = [(r.dataset, a) for job in flink_jobs for r in job.resolutions if r.dataset for a in r.aliases]
+    links += [(d, a) for run in spark_runs for d in run.inputs + run.outputs for a in run.aliases.get(d, ())]
+    canon.primary = {r.dataset for job in flink_jobs for r in job.resolutions if r.dataset}
+    canon.primary |= {d for run in spark_runs for d in run.inputs + run.outputs}
+    for d, alias in sorted(links):
+        canon.union(d, alias)
     for job in flink_jobs:
         for r in job.resolutions:
-            if r.dataset is not None:
-                known.add(r.dataset)
-                for a in r.aliases:
-                    canon.union(r.dataset, a)
-                if r.platform_instance:
-                    instances[r.dataset] = r.platform_instance
-    for run in spark_runs:
-        for d in run.inputs + run.outputs:
-            known.add(d)
-            for a in run.aliases.get(d, ()):
-                canon.union(d, a)
+            if r.dataset is not None and r.platform_instance:
+                instances[canon.find(r.dataset)] = r.platform_instance
+    known = canon.primary
 
     def c(items: Iterable[DatasetId]) -> tuple[DatasetId, ...]:
         return tuple(sorted({canon.find(d) for d in items}))
@@ -213,9 +212,10 @@ def build(flink_jobs: Iterable[FlinkJob], spark_runs: Iterable[SparkRun], *, ver
         inputs, outputs = c(run.inputs), c(run.outputs)
         flow = f"{run.namespace}.{run.name}"
         state = run.event_type
+        props = {**run.properties, "openlineage_namespace": run.namespace, "openlineage_name": run.name}
         runs.append(Run(SPARK, flow, run.run_id, run.name, state, RESULTS.get(state), "BATCH", run.start_ms,
                         run.end_ms, 0, run.properties.get("error"), IOMetrics(), inputs, outputs, "",
-                        tuple(sorted(run.properties.items()))))
+                        tuple(sorted(props.items()))))
         jobs.append(JobLineage(SPARK, flow, run.run_id, state, inputs, outputs, (), (),
                                tuple(sorted((str(d), "declared") for d in inputs + outputs))))
     for (namespace, name), run in sorted(spark_flows.items()):

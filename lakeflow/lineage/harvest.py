@@ -98,11 +98,12 @@ def _job(client: FlinkRestClient, resolver: Resolver, config: HarvestConfig, s: 
         job_config = client.job_config(s.jid)
         run_history = config.include_run_history
         streaming = detail.job_type != "BATCH"  # batch jobs have no checkpoints (Flink answers 404)
-        checkpoints = client.checkpoints(s.jid) if run_history and streaming else None
         checkpoint_config = client.checkpoint_config(s.jid) if streaming else None
-        exceptions = None
+        checkpoints = exceptions = None
         if run_history:  # a job that never failed nor restarted has an empty history: not asked
             exceptions = client.exceptions(s.jid) if detail.ever_failed else ExceptionHistory((), False)
+            if streaming and (detail.live or detail.ever_failed):  # progress and restores matter here
+                checkpoints = client.checkpoints(s.jid)
         live_io = _live_io(client, detail) if run_history and detail.live else None
         resolutions = ()
         if config.include_lineage:
