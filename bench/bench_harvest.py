@@ -147,7 +147,7 @@ def compare(ours: set, theirs: set) -> None:
 
 def dh_version(venv: Path) -> str:
     found = list((venv / "lib").glob("python*/site-packages/acryl_datahub-*.dist-info"))
-    return found[0].name.split("-")[1] if found else "?"
+    return found[0].name.removesuffix(".dist-info").split("-")[1] if found else "?"
 
 
 if __name__ == "__main__":

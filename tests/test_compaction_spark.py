@@ -19,6 +19,7 @@ import pytest
 from lakeflow.compaction.config import CRASH_EXIT, ENV_CRASH_AT
 from lakeflow.compaction.lock import run_lock
 from lakeflow.compaction.naming import timestamp
+from lakeflow.compaction.quarantine import EMPTY, MALFORMED
 from lakeflow.compaction.run import EXIT_BUSY
 from lakeflow.lineage.openlineage import read_events
 from tests.fixtures_compaction import LakeflowHome, make_home, readings, write_in_progress, write_parts
@@ -167,9 +168,7 @@ def test_data_files_are_named_and_partitioned_by_day(scenario: dict, first: Step
 def test_bad_input_is_quarantined_with_reasons_not_lost(scenario: dict, first: Step) -> None:
     home: LakeflowHome = scenario["home"]
     reasons = {q["file"]: q["reason"] for q in first.report["quarantined"]}
-    assert reasons == {"part-bad-0-0.json": "empty file (0 bytes)",
-                       "part-bad-0-1.json": "not a JSON array of reading objects (malformed or truncated JSON)",
-                       "part-bad-0-2.json": "not a JSON array of reading objects (malformed or truncated JSON)"}
+    assert reasons == {"part-bad-0-0.json": EMPTY, "part-bad-0-1.json": MALFORMED, "part-bad-0-2.json": MALFORMED}
     for name, reason in reasons.items():            # --move-quarantined
         assert not (home.raw / name).exists()
         assert json.loads((home.raw / "_quarantine" / f"{name}.reason.json").read_text())["reason"] == reason

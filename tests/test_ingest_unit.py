@@ -74,7 +74,7 @@ def test_flink_configuration_follows_the_settings(tmp_path: Path) -> None:
     assert conf["execution.checkpointing.mode"] == "EXACTLY_ONCE"
     assert conf["execution.checkpointing.storage"] == "filesystem"
     assert conf["execution.checkpointing.dir"] == (tmp_path / "home" / "checkpoints").resolve().as_uri()
-    assert conf["restart-strategy.type"] == "fixed-delay"
+    assert conf["restart-strategy.type"] == "exponential-delay"
     assert conf["python.executable"].endswith("python") and conf["python.client.executable"] == conf["python.executable"]
     assert conf["rest.bind-address"] == "localhost" and conf["rest.port"] == "0"
     assert "parallelism.default" not in conf

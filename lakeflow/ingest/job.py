@@ -14,8 +14,12 @@ from lakeflow.lineage import datasets
 from lakeflow.settings import Settings
 
 FOREVER = 2**63 - 1  # SensorTicks count for NUM_RECORDS=-1 (Long.MAX_VALUE)
-RESTART_ATTEMPTS = 3
-RESTART_DELAY = "2 s"
+# Restarts: exponential delay (1 s doubling up to 10 s). A job runs for weeks, so a TaskManager lost
+# now and then must not use up a budget: after RESTART_RESET of stable running the count starts
+# over. A crash loop fails the job after RESTART_ATTEMPTS restarts. Failures of one incident (a lost
+# TaskManager fails every region it ran) count as one restart.
+RESTART_ATTEMPTS = 20
+RESTART_RESET = "10 min"
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ class IngestJob:
 
     def flink_configuration(self, *, local: bool) -> dict[str, str]:
         """Job configuration: exactly-once checkpoints every BATCH_INTERVAL_MS into filesystem
-        storage under LAKEFLOW_HOME, a bounded restart strategy, the venv's Python. ``local``
+        storage under LAKEFLOW_HOME, restarts with exponential delay, the venv's Python. ``local``
         (an in-process MiniCluster) also keeps its REST endpoint on localhost, on a free port.
         Storage credentials are not in here: see :mod:`lakeflow.ingest.storage`."""
         conf = {
@@ -98,9 +102,12 @@ class IngestJob:
             "execution.checkpointing.mode": "EXACTLY_ONCE",
             "execution.checkpointing.storage": "filesystem",
             "execution.checkpointing.dir": self.checkpoint_dir.as_uri(),
-            "restart-strategy.type": "fixed-delay",
-            "restart-strategy.fixed-delay.attempts": str(RESTART_ATTEMPTS),
-            "restart-strategy.fixed-delay.delay": RESTART_DELAY,
+            "restart-strategy.type": "exponential-delay",
+            "restart-strategy.exponential-delay.initial-backoff": "1 s",
+            "restart-strategy.exponential-delay.max-backoff": "10 s",
+            "restart-strategy.exponential-delay.backoff-multiplier": "2.0",
+            "restart-strategy.exponential-delay.reset-backoff-threshold": RESTART_RESET,
+            "restart-strategy.exponential-delay.attempts-before-reset-backoff": str(RESTART_ATTEMPTS),
             "python.executable": sys.executable,
             "python.client.executable": sys.executable,
         }

@@ -1,0 +1,162 @@
+"""The compaction job (``lakeflow compact`` → spark-submit, local[2], embedded catalogs) under faults.
+
+- ``compact-kill``: each cycle adds a batch of raw part files, starts a run and SIGKILLs its whole
+  process tree (spark-submit, the JVM, the Python driver) at a chosen point — before the write
+  (Spark reading), mid-write (Spark writing Parquet), or between write and commit (data files named,
+  not committed) — then reruns to completion. After every kill the table shows the batch entirely
+  or not at all; after every rerun it holds each reading exactly once and no orphan data file.
+- ``bad-files``: 1,000 part files, one corrupt, one truncated, one empty: those three are
+  quarantined and reported with a reason, the other 997 compacted, every good reading once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from tests.chaos.common import Result, progress, tail, timed
+from tests.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
+
+TARGET = "sensor-readings-compacted"
+DAY = 1763683200000  # 2025-11-21T00:00:00Z
+# Where to kill, recognised by the run's progress lines (lakeflow.compaction logs each stage).
+KILL_POINTS = {
+    "before-write": re.compile(r"\[read\] \d+ new part files"),
+    "mid-write": re.compile(r"\[write\] \d+ rows → about"),
+    "between-write-and-commit": re.compile(r"\[write\] data/\S+ \(\d+ rows, \d+ bytes\)"),
+}
+
+
+def _start(home: LakeflowHome, report: Path) -> subprocess.Popen:
+    """``lakeflow compact`` in its own session, so that its whole process tree can be killed."""
+    return subprocess.Popen([sys.executable, "-m", "lakeflow.cli", "compact", "--report", str(report)],
+                            env=home.env, cwd=home.home, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _kill_at(proc: subprocess.Popen, point: re.Pattern, delay: float, timeout: float = 300) -> Optional[str]:
+    """SIGKILL the run's process group when ``point`` shows in its output (after ``delay`` s);
+    the line that triggered it, or None when the run ended first."""
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if point.search(line):
+            time.sleep(delay)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+            return line.strip()
+        if time.monotonic() > deadline:
+            break
+    proc.wait(timeout=60)
+    return None
+
+
+def table_keys(home: LakeflowHome) -> list[tuple[str, int]]:
+    """(run_id, seq) of every row of the Iceberg table (none before its first commit)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        table = home.iceberg_table(TARGET)
+    except NoSuchTableError:
+        return []
+    return [(r["run_id"], r["seq"]) for r in table.scan(selected_fields=("run_id", "seq")).to_arrow().to_pylist()]
+
+
+def orphan_files(home: LakeflowHome) -> list[str]:
+    """Parquet files under the table's data folder that its current snapshot does not reference."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        table = home.iceberg_table(TARGET)
+    except NoSuchTableError:
+        return []
+    referenced = {t.file.file_path.removeprefix("file://") for t in table.scan().plan_files()}
+    on_disk = {str(p) for p in Path(table.location().removeprefix("file://")).rglob("*.parquet")}
+    return sorted(on_disk - referenced)
+
+
+def compact_kill(workdir: Path, *, kills: int = 10, batch_rows: int = 200, per_file: int = 20,
+                 seed: Optional[int] = None) -> Result:
+    result = Result("compact-kill", zeros=("lost", "duplicated", "partial_commits", "orphans", "failed_reruns"))
+    rnd = random.Random(seed)
+    with timed(result):
+        home = make_home(workdir)
+        points = [name for _ in range(kills) for name in KILL_POINTS][:kills]
+        rnd.shuffle(points)
+        expected: set[tuple[str, int]] = set()
+        lost = duplicated = partial = failed = missed = 0
+        by_point: dict[str, int] = {}
+        for cycle, point in enumerate(points):
+            run_id = f"ingest-run-{cycle % 3}"  # runs reuse seq ranges: (run_id, seq) keeps them apart
+            batch = readings(run_id, batch_rows, start_ms=DAY + cycle * 7_200_000, step_ms=30_000,
+                             seq_start=(cycle // 3) * batch_rows, seed=cycle)
+            write_parts(home.raw, batch, per_file, job=f"cycle{cycle:02d}-{rnd.getrandbits(32):08x}")
+            before = set(table_keys(home))
+            proc = _start(home, workdir / f"report-kill-{cycle}.json")
+            hit = _kill_at(proc, KILL_POINTS[point], rnd.uniform(0.0, 1.5) if point == "mid-write" else 0.0)
+            if hit is None:
+                missed += 1
+                result.problems.append(f"cycle {cycle}: the run ended (exit {proc.returncode}) before {point}")
+            by_point[point] = by_point.get(point, 0) + (hit is not None)
+            after_kill = set(table_keys(home))
+            batch_keys = {(r["run_id"], r["seq"]) for r in batch}
+            if after_kill not in (before, before | batch_keys):
+                partial += 1  # part of a batch visible: the commit was not atomic
+            rerun = subprocess.run([sys.executable, "-m", "lakeflow.cli", "compact", "--report",
+                                    str(workdir / f"report-rerun-{cycle}.json")], env=home.env, cwd=home.home,
+                                   capture_output=True, text=True, timeout=600)
+            if rerun.returncode != 0:
+                failed += 1
+                result.problems.append(f"cycle {cycle} rerun exit {rerun.returncode}: {tail(rerun.stderr, 3)}")
+            expected |= batch_keys
+            keys = table_keys(home)
+            lost, duplicated = len(expected - set(keys)), len(keys) - len(set(keys))
+            orphans = orphan_files(home)
+            progress(result.name, f"cycle {cycle + 1}/{kills}: killed {point} ({'hit' if hit else 'missed'}); "
+                                  f"rerun exit {rerun.returncode}: rows {len(keys)}, lost {lost}, "
+                                  f"duplicated {duplicated}, orphans {len(orphans)}")
+        result.counts.update(kills=kills - missed, **{p.replace("-", "_"): n for p, n in by_point.items()},
+                             rows=len(expected), lost=lost, duplicated=duplicated, partial_commits=partial,
+                             orphans=len(orphans), failed_reruns=failed)
+    return result
+
+
+def bad_files(workdir: Path, *, files: int = 1000, per_file: int = 10) -> Result:
+    result = Result("bad-files", zeros=("lost", "duplicated", "unreported"))
+    with timed(result):
+        home = make_home(workdir)
+        rows = readings("run-bad-files", files * per_file, start_ms=DAY, step_ms=1_000, seed=7)
+        paths = write_parts(home.raw, rows, per_file)
+        corrupt, truncated, empty = paths[files // 10], paths[files // 2], paths[files * 9 // 10]
+        bad_rows = {(r["run_id"], r["seq"]) for p in (corrupt, truncated, empty) for r in json.loads(p.read_text())}
+        corrupt.write_bytes(b"\x00\x9c\xff{\"sensor_id\": \x01garbage")
+        truncated.write_text(truncated.read_text()[: truncated.stat().st_size // 2])
+        empty.write_bytes(b"")
+        report_path = workdir / "report.json"
+        done = subprocess.run([sys.executable, "-m", "lakeflow.cli", "compact", "--report", str(report_path)],
+                              env=home.env, cwd=home.home, capture_output=True, text=True, timeout=900)
+        result.check(done.returncode == 0, f"compact exit {done.returncode}: {tail(done.stderr, 3)}")
+        report = json.loads(report_path.read_text()) if report_path.exists() else {}
+        reported = {q["file"].rsplit("/", 1)[-1]: q["reason"] for q in report.get("quarantined", [])}
+        bad = {corrupt.name, truncated.name, empty.name}
+        keys = table_keys(home)
+        good = {(r["run_id"], r["seq"]) for r in rows} - bad_rows
+        result.counts.update(files=files, compacted=report.get("files_compacted"), quarantined=len(reported),
+                             rows=len(keys), lost=len(good - set(keys)), duplicated=len(keys) - len(set(keys)),
+                             unreported=len(bad - set(reported)))
+        result.check(set(reported) == bad, f"quarantined {sorted(reported)}")
+        result.check(all(reported.get(name) for name in bad), "a quarantined file has no reason")
+        result.check(report.get("files_compacted") == files - 3, f"compacted {report.get('files_compacted')}")
+        result.check(not (set(keys) & bad_rows), "rows of a quarantined file reached the table")
+        result.check(all(f"quarantined {name}" in done.stdout or name in done.stdout for name in bad),
+                     "the run's summary does not name every quarantined file")
+    return result
+
