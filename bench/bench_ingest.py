@@ -5,8 +5,11 @@ then how long ``make run`` takes to its first committed file.
 Both jobs: 100 sensors, the same reading SQL (the baseline's datagen draws seq and timestamp
 at random; lakeflow's source counts them), parallelism 2, exactly-once checkpoints every 2 s
 into filesystem storage, N readings unthrottled; timed from submission until every reading is
-committed (job start-up included, identical for both). Rounds alternate the order (A B, B A…)
-and the best of each is compared. Target: lakeflow ≥ 0.8× the baseline; first file ≤ 20 s.
+committed (job start-up and SQL planning included for both). Rounds alternate the order
+(A B, B A…). Two figures per job: readings per wall-clock second (best round), and readings per
+CPU second of the JVM that runs the MiniCluster plus this Python process (mean over rounds) —
+the one that stays comparable when other work shares the machine. Targets: lakeflow ≥ 0.8×
+the baseline; ``make run``'s first committed file ≤ 20 s.
 """
 
 from __future__ import annotations
@@ -30,8 +33,27 @@ from lakeflow.ingest.job import IngestJob  # noqa: E402
 from lakeflow.settings import load_settings  # noqa: E402
 
 
-def lakeflow_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int) -> float:
-    """Readings/s of the real job (pipeline.execute, progress watcher included)."""
+class Meter:
+    """Wall-clock and CPU seconds (the gateway JVM hosting the MiniCluster + this process)."""
+
+    def __enter__(self) -> "Meter":
+        self.wall, self.cpu = time.monotonic(), self._cpu()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall, self.cpu = time.monotonic() - self.wall, self._cpu() - self.cpu
+
+    @staticmethod
+    def _cpu() -> float:
+        from pyflink.java_gateway import get_gateway
+
+        pid = get_gateway().jvm.java.lang.ProcessHandle.current().pid()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + time.process_time()
+
+
+def lakeflow_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int) -> Meter:
+    """The real job (pipeline.build + pipeline.execute, progress watcher included)."""
     from lakeflow.ingest import pipeline
     from lakeflow.ingest.progress import PartFiles
 
@@ -40,17 +62,16 @@ def lakeflow_job(home: Path, records: int, num_sensors: int, parallelism: int, i
                              env_file=Path(os.devnull), local=True)
     handle = LocalCatalog(settings.home).register(settings.namespace, settings.table)
     job = IngestJob.plan(settings, handle, parallelism=parallelism, throttled=False)
-    env = pipeline.create_environment(job)
-    pipeline.build(env, job)
-    started = time.monotonic()
-    summary = pipeline.execute(env, job, PartFiles(job.location))
-    elapsed = time.monotonic() - started
+    with Meter() as meter:
+        env = pipeline.create_environment(job)
+        pipeline.build(env, job)
+        summary = pipeline.execute(env, job, PartFiles(job.location))
     assert summary.records == records and not summary.uncommitted, summary
-    return records / elapsed
+    return meter
 
 
-def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int) -> float:
-    """Readings/s of Flink's datagen → the same reading SQL → filesystem sink, json format."""
+def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int) -> Meter:
+    """Flink's datagen → the same reading SQL → filesystem sink, json format."""
     from pyflink.common import Configuration
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.table import StreamTableEnvironment
@@ -77,13 +98,12 @@ def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, i
                         for name, kind in sensors.FIELDS)
     t_env.execute_sql(f"""CREATE TEMPORARY TABLE readings_sink ({columns}) WITH (
         'connector' = 'filesystem', 'path' = '{out.as_uri()}', 'format' = 'json')""")
-    started = time.monotonic()
-    t_env.execute_sql("INSERT INTO readings_sink "
-                      + sensors.readings_sql("ticks", num_sensors, str(uuid.uuid4()))).wait()
-    elapsed = time.monotonic() - started
+    with Meter() as meter:
+        t_env.execute_sql("INSERT INTO readings_sink "
+                          + sensors.readings_sql("ticks", num_sensors, str(uuid.uuid4()))).wait()
     committed = sum(p.read_bytes().count(b"\n") for p in out.rglob("*") if p.is_file() and not p.name.startswith("."))
     assert committed == records, f"baseline committed {committed} of {records}"
-    return records / elapsed
+    return meter
 
 
 def time_make_run(home: Path, interval_ms: int, batch_size: int) -> tuple[float, float]:
@@ -120,20 +140,28 @@ def main() -> int:
     try:
         print(f"throughput: {args.records:,} readings, {args.sensors} sensors, parallelism {args.parallelism}, "
               f"{args.interval_ms} ms checkpoints, {os.cpu_count()} cores", flush=True)
-        best = {"baseline": 0.0, "lakeflow": 0.0}
+        wall: dict[str, list[float]] = {"baseline": [], "lakeflow": []}
+        cpu: dict[str, list[float]] = {"baseline": [], "lakeflow": []}
         runs = {"baseline": baseline_job, "lakeflow": lakeflow_job}
         for i in range(args.rounds):
             order = ("baseline", "lakeflow") if i % 2 == 0 else ("lakeflow", "baseline")
             for name in order:
-                rate = runs[name](work / f"{name}-{i}", args.records, args.sensors, args.parallelism,
-                                  args.interval_ms)
-                best[name] = max(best[name], rate)
-                print(f"  round {i + 1} {name:9s} {rate:12,.0f} readings/s", flush=True)
+                meter = runs[name](work / f"{name}-{i}", args.records, args.sensors, args.parallelism,
+                                   args.interval_ms)
+                wall[name].append(args.records / meter.wall)
+                cpu[name].append(args.records / meter.cpu)
+                print(f"  round {i + 1} {name:9s} {wall[name][-1]:10,.0f} readings/s  "
+                      f"{cpu[name][-1]:10,.0f} readings/CPU-s  ({meter.wall:.1f} s, {meter.cpu:.1f} CPU-s)", flush=True)
                 shutil.rmtree(work / f"{name}-{i}", ignore_errors=True)
-        ratio = best["lakeflow"] / best["baseline"]
-        print(f"baseline  Flink datagen → filesystem/json: {best['baseline']:12,.0f} readings/s (best)")
-        print(f"lakeflow  SensorTicks → SQL → JSON-array FileSink: {best['lakeflow']:12,.0f} readings/s (best)")
-        print(f"ratio     {ratio:.2f}×  (target ≥ 0.80×: {'met' if ratio >= 0.8 else 'NOT met'})")
+        best = {name: max(rates) for name, rates in wall.items()}
+        mean = {name: sum(rates) / len(rates) for name, rates in cpu.items()}
+        for name, what in (("baseline", "Flink datagen → SQL → filesystem sink, json"),
+                           ("lakeflow", "SensorTicks → SQL → JSON-array FileSink")):
+            print(f"{name:9s} {what:45s} {best[name]:10,.0f} readings/s (best)  "
+                  f"{mean[name]:10,.0f} readings/CPU-s (mean)")
+        for label, ratio in (("wall-clock", best["lakeflow"] / best["baseline"]),
+                             ("per CPU second", mean["lakeflow"] / mean["baseline"])):
+            print(f"ratio {label:15s} {ratio:.2f}×  (target ≥ 0.80×: {'met' if ratio >= 0.8 else 'NOT met'})")
 
         if not args.skip_make_run:
             for interval_ms, batch in ((15_000, 10), (1_000, 10)):

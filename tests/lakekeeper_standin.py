@@ -233,6 +233,7 @@ class LakekeeperStandin:
         self.violations: list[str] = []
         self.purged: list[str] = []  # table locations whose data a drop deleted
         self.vended_secrets: list[str] = []  # every secret key and session token handed out
+        self.vended_access_keys: list[str] = []  # every access key id handed out
         self.warehouses: dict[str, Warehouse] = {}
         self.warehouse: Optional[Warehouse] = None  # the first one added: what the fixtures use
         self._validator: Optional[Callable[[str], bool]] = lambda t: t == self.token
@@ -595,6 +596,7 @@ class LakekeeperStandin:
             expires = min(expires, time.time() + wh.vended_lifetime_s)
         expires_ms = str(int(expires * 1000))
         self.vended_secrets += [creds["SecretAccessKey"], creds["SessionToken"]]
+        self.vended_access_keys.append(creds["AccessKeyId"])
         config = {**self._config_keys(wh),
                   "s3.access-key-id": creds["AccessKeyId"],
                   "s3.secret-access-key": creds["SecretAccessKey"],

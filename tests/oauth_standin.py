@@ -37,6 +37,7 @@ class OAuthStandin:
         self.token_requests = 0
         self.scopes: list[Optional[str]] = []
         self.auth_methods: list[str] = []  # client_secret_post / client_secret_basic, per request
+        self.issued: list[str] = []  # every access token handed out (also revoked and expired ones)
         self._issued: dict[str, float] = {}  # token -> expiry (monotonic)
         self._lock = threading.Lock()
         self._server = make_server("127.0.0.1", 0, self, threaded=True, request_handler=_QuietHandler)
@@ -89,6 +90,7 @@ class OAuthStandin:
             token = f"at-{secrets.token_urlsafe(24)}"
             with self._lock:
                 self._issued[token] = time.monotonic() + self.ttl
+                self.issued.append(token)
                 self.scopes.append(form.get("scope"))
             answer = _json(200, {"access_token": token, "token_type": "Bearer",
                                  "expires_in": self.ttl, "scope": form.get("scope") or ""})

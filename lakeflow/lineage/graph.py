@@ -20,6 +20,7 @@ from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.flink_rest import (CheckpointConfig, CheckpointStats, ExceptionHistory, IOMetrics,
                                          JobConfig, JobDetail)
 from lakeflow.lineage.resolve import Resolution
+from lakeflow.secret import redact
 
 FLINK, SPARK = "flink", "spark"
 RESULTS = {"FINISHED": "SUCCESS", "FAILED": "FAILURE", "CANCELED": "SKIPPED",
@@ -250,7 +251,7 @@ def _flink_flow(job: FlinkJob, rest_url: str, flink_version: str, runs: int) -> 
                      state_backend=cc.state_backend, checkpoint_storage=cc.storage,
                      externalized_checkpoints=str(cc.externalized).lower())
     if job.config is not None:
-        props.update({f"param.{k}": v for k, v in job.config.user_config.items()})
+        props.update({f"param.{k}": v for k, v in redact(job.config.user_config).items()})  # no credentials out
     kind = (d.job_type or "").title()
     return Flow(FLINK, d.name, f"Flink {kind} job".replace("  ", " "), f"{rest_url}/#/job/{d.jid}/overview",
                 _props(props))

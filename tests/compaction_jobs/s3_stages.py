@@ -25,6 +25,7 @@ from lakeflow.compaction.source import open_raw
 def main() -> int:
     config = load_config(sys.argv[1:])
     raw = open_raw(config.settings)  # Lakekeeper stand-in: vended credentials for the raw table
+    config.settings.home.mkdir(parents=True, exist_ok=True)
     catalog = SqlCatalog("s3test", uri=f"sqlite:///{config.settings.home / 'iceberg.db'}",
                          warehouse=os.environ["ICEBERG_WAREHOUSE"],
                          **{"s3.endpoint": os.environ["ICEBERG_S3_ENDPOINT"], "s3.region": "us-east-1",

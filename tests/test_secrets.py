@@ -1,0 +1,241 @@
+"""Known secrets pushed through every entry point: none may show anywhere but where it must go.
+
+The secrets: the OAuth2 client secret and every access token the provider issued, a static
+Lakekeeper token, every key and session token the Lakekeeper stand-in vended, Flink REST and
+DataHub tokens. Looked for in stdout/stderr of each command, in exception texts and reprs, and in
+every file lakeflow left behind (Flink logs, Spark output, Iceberg metadata, lineage events,
+reports) — except the files whose job is to hold them, which must be private (0600). A leak is
+reported by kind and place, never by printing the secret itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import pytest
+
+from lakeflow.catalog.base import CatalogError
+from lakeflow.catalog.lakekeeper import LakekeeperCatalog
+from lakeflow.credentials import to_s3a
+from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.settings import load_settings
+from tests.fixtures_compaction import REPO, make_home, readings, write_parts
+from tests.fixtures_lakekeeper import env_for
+from tests.flink_rest_stub import Answer
+from tests.harvest_scenario import RECORDING
+
+LAKEFLOW = str(Path(sys.executable).parent / "lakeflow")
+FLINK_API_TOKEN = "flink-api-t0ken-Zx81Qa"
+DATAHUB_TOKEN = "datahub-gms-t0ken-Pw37Lm"
+WRONG_SECRET = "wr0ng-client-secret-Kq52"
+
+
+@dataclass
+class Secrets:
+    """Secret values by kind; ``leaks`` names where any of them shows."""
+
+    known: dict[str, list[str]] = field(default_factory=dict, repr=False)  # a failing test prints no secret
+
+    def add(self, kind: str, values: Iterable[str]) -> None:
+        self.known.setdefault(kind, []).extend(v for v in values if v)
+
+    def leaks(self, texts: Mapping[str, str]) -> list[str]:
+        return [f"{kind} in {where}" for where, text in texts.items()
+                for kind, values in self.known.items() if any(v in text for v in values)]
+
+    def file_leaks(self, root: Path, allowed: Iterable[Path] = ()) -> list[str]:
+        """Files under ``root`` holding a secret (``allowed`` ones must hold mode 0600 instead)."""
+        allowed = {p.resolve() for p in allowed}
+        found = []
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+            if path.resolve() in allowed:
+                if stat.S_IMODE(path.stat().st_mode) != 0o600:
+                    found.append(f"{path.relative_to(root)} holds secrets but is not 0600")
+                continue
+            text = path.read_bytes().decode("utf-8", "replace")
+            found += self.leaks({str(path.relative_to(root)): text})
+        return found
+
+
+@dataclass
+class World:
+    lakekeeper: object
+    oauth: object
+    home: Path
+    env: dict[str, str]
+
+    def secrets(self) -> Secrets:
+        s = Secrets()
+        s.add("OAuth client secret", [self.oauth.client_secret])
+        s.add("OAuth access token", self.oauth.issued)
+        s.add("static Lakekeeper token", [self.lakekeeper.token])
+        s.add("vended secret key or session token", self.lakekeeper.vended_secrets)
+        s.add("vended access key", self.lakekeeper.vended_access_keys)
+        s.add("Flink REST token", [FLINK_API_TOKEN])
+        s.add("DataHub token", [DATAHUB_TOKEN])
+        return s
+
+
+@pytest.fixture
+def world(lakekeeper, oauth, tmp_path) -> World:
+    """Lakekeeper behind OAuth2; the environment holds the client secret and other tokens."""
+    lakekeeper.accept(oauth.is_valid)
+    home = tmp_path / "home"
+    env = env_for(lakekeeper, TOKEN=None, OAUTH_TOKEN_URL=oauth.token_url, OAUTH_CLIENT_ID=oauth.client_id,
+                  OAUTH_CLIENT_SECRET=oauth.client_secret, LAKEFLOW_HOME=str(home),
+                  FLINK_API_TOKEN=FLINK_API_TOKEN, DATAHUB_GMS_TOKEN=DATAHUB_TOKEN)
+    env.update(PATH=os.environ.get("PATH", "/usr/bin:/bin"), HOME=str(tmp_path))
+    return World(lakekeeper, oauth, home, env)
+
+
+def lakeflow(env: Mapping[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([LAKEFLOW, *args], env=dict(env), capture_output=True, text=True, timeout=timeout)
+
+
+def outputs(name: str, done: subprocess.CompletedProcess, *, stdout: bool = True) -> dict[str, str]:
+    return {**({f"{name} stdout": done.stdout} if stdout else {}), f"{name} stderr": done.stderr}
+
+
+def test_catalog_commands_show_no_secret(world: World, tmp_path: Path):
+    texts: dict[str, str] = {}
+    for args in (["register"], ["register"], ["vend"], ["vend", "--format", "spark"], ["vend", "--format", "s3a"],
+                 ["vend", "--format", "boto3"], ["doctor"], ["aws-profile"], ["aws-profile", "--format", "spark"]):
+        done = lakeflow(world.env, *args)
+        assert done.returncode == 0, f"lakeflow {' '.join(args)} exited {done.returncode}"
+        texts.update(outputs(f"lakeflow {' '.join(args)}", done))
+    process = lakeflow(world.env, "credential-process")
+    assert process.returncode == 0 and json.loads(process.stdout)["SecretAccessKey"]  # secrets on stdout: its contract
+    texts.update(outputs("lakeflow credential-process", process, stdout=False))
+    # failures: a wrong client secret, a Lakekeeper that rejects every token
+    wrong = {**world.env, "OAUTH_CLIENT_SECRET": WRONG_SECRET}
+    for args in (["doctor"], ["vend"]):
+        done = lakeflow(wrong, *args)
+        assert done.returncode != 0
+        texts.update(outputs(f"lakeflow {args[0]} with a wrong client secret", done))
+        assert WRONG_SECRET not in done.stdout + done.stderr
+    world.lakekeeper.accept(lambda token: False)
+    done = lakeflow(world.env, "vend")
+    assert done.returncode == 2 and "AuthenticationFailed" in done.stderr
+    texts.update(outputs("lakeflow vend rejected", done))
+
+    secrets = world.secrets()
+    assert secrets.known["vended access key"] and secrets.known["OAuth access token"]
+    leaks = secrets.leaks(texts)
+    assert not leaks, leaks
+    profile_env = world.home / "aws" / "lakeflow.iot.sensor-readings.env"  # the credential process's catalog login
+    leaks = secrets.file_leaks(tmp_path, allowed=[profile_env])
+    assert not leaks, leaks
+
+
+def test_exceptions_and_reprs_show_no_secret(world: World):
+    settings = load_settings(world.env)
+    catalog = LakekeeperCatalog.from_settings(settings)
+    handle = catalog.register(settings.namespace, settings.table)
+    s3a = to_s3a(handle.storage)
+    texts = {"settings repr": repr(settings), "settings describe": str(settings.describe()),
+             "catalog repr": repr(catalog), "handle repr": repr(handle), "vended repr": repr(handle.storage),
+             "s3a repr": repr(s3a), "s3a redacted": str(s3a.redacted())}
+    world.lakekeeper.faults.plain_text(500, f"internal error near token {settings.oauth_client_id}")
+    world.oauth.revoke_all()
+    world.lakekeeper.accept(lambda token: False)
+    for call in (lambda: catalog.load(settings.namespace, settings.table),
+                 lambda: LakekeeperCatalog.from_settings(load_settings(
+                     {**world.env, "OAUTH_CLIENT_SECRET": WRONG_SECRET})).load(("iot",), "x")):
+        with pytest.raises(CatalogError) as err:
+            call()
+        texts[f"error {len(texts)}"] = "".join(traceback.format_exception(err.value)) + repr(err.value)
+    secrets = world.secrets()
+    secrets.add("wrong client secret", [WRONG_SECRET])
+    leaks = secrets.leaks(texts)
+    assert not leaks, leaks
+
+
+def test_files_written_with_secrets_are_private(world: World, tmp_path: Path):
+    cluster = FlinkCluster(tmp_path / "cluster", conf={"fs.s3a.secret.key": "s3cr3t-for-the-taskmanagers"})
+    cluster.write_conf()
+    assert stat.S_IMODE((cluster.conf_dir / "config.yaml").stat().st_mode) == 0o600
+    assert lakeflow(world.env, "register").returncode == 0
+    assert lakeflow(world.env, "aws-profile", "--dir", str(tmp_path / "aws")).returncode == 0
+    for path in (tmp_path / "aws").iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
+    assert stat.S_IMODE((tmp_path / "aws").stat().st_mode) == 0o700
+
+
+def test_harvest_redacts_secret_job_parameters(world: World, recorded_jobmanager, recorded_scenario, tmp_path: Path):
+    """A Flink job's global parameters may carry credentials: the harvester must not copy them out."""
+    job = recorded_scenario["job_ids"]["harvest-declared-sink"][0]
+    index = json.loads((RECORDING / "index.json").read_text())
+    config = json.loads((RECORDING / index[f"/jobs/{job}/config"]["file"]).read_text())
+    config["execution-config"]["user-config"].update({
+        "s3.secret-key": "job-param-s3cr3t-Hq12", "db.password": "job-param-passw0rd-Rt88",
+        "api.token": "job-param-t0ken-Vb55", "fs.s3a.access.key": "AKIAJOBPARAMACCESS01"})
+    recorded_jobmanager.route(f"/jobs/{job}/config", Answer(200, config))
+    secrets = world.secrets()
+    secrets.add("secret job parameter", ["job-param-s3cr3t-Hq12", "job-param-passw0rd-Rt88", "job-param-t0ken-Vb55",
+                                         "AKIAJOBPARAMACCESS01"])
+    texts = {}
+    for fmt in ("json", "openlineage", "datahub"):
+        out = tmp_path / f"harvest.{fmt}"
+        done = lakeflow(world.env, "harvest", "--rest-url", recorded_jobmanager.url, "--format", fmt,
+                        "--output", str(out))
+        assert done.returncode in (0, 1) and out.exists(), done.stderr[-1000:]
+        texts.update({**outputs(f"harvest {fmt}", done), f"harvest {fmt} output": out.read_text()})
+    assert "declared" in texts["harvest json output"] or job in texts["harvest json output"]
+    sent = [h.get("Authorization") for _, h in recorded_jobmanager.requests]
+    assert sent and all(a == f"Bearer {FLINK_API_TOKEN}" for a in sent)  # where the token must go
+    leaks = secrets.leaks(texts)
+    assert not leaks, leaks
+
+
+def test_compaction_against_lakekeeper_fails_without_showing_secrets(world: World, tmp_path: Path):
+    """The raw table comes from Lakekeeper (vended credentials), the Iceberg REST catalog is missing
+    from the stand-in: the run fails early — its error and files must hold no secret."""
+    assert lakeflow(world.env, "register").returncode == 0
+    env = {**world.env, "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run([sys.executable, "-m", "lakeflow.cli", "compact", "--report", str(tmp_path / "r.json")],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    secrets = world.secrets()
+    leaks = secrets.leaks(outputs("compact", done)) + secrets.file_leaks(tmp_path)
+    assert not leaks, leaks
+
+
+@pytest.mark.slow
+def test_ingestion_and_compaction_runs_leave_no_secret_behind(world: World, tmp_path: Path):
+    """Real runs (Flink MiniCluster, spark-submit) with the secrets in their environment: their
+    output, Flink's and Spark's logs, the part files, checkpoints, Iceberg metadata, lineage events
+    and reports hold none of them. The Lakekeeper table is on S3, which Flink cannot write here:
+    that run must stop before Flink starts, also without showing a secret."""
+    assert lakeflow(world.env, "register").returncode == 0
+    job = [sys.executable, str(REPO / "jobs" / "sensor_ingest.py")]
+    ingest_env = {**world.env, "NUM_RECORDS": "40", "BATCH_SIZE": "20", "BATCH_INTERVAL_MS": "300",
+                  "FLINK_PLUGINS_DIR": str(tmp_path / "no-plugins")}
+    on_s3 = subprocess.run(job, env=ingest_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert on_s3.returncode == 2 and "flink-s3-fs-hadoop" in on_s3.stderr
+    local = subprocess.run([*job, "--local", "--parallelism", "1"], env=ingest_env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+    assert local.returncode == 0, local.stderr[-2000:]
+    assert (world.home / "log").is_dir()  # Flink's logs, searched below
+
+    compaction = make_home(tmp_path / "compaction")
+    write_parts(compaction.raw, readings("run-secrets", 60, start_ms=1763683200000), 20)
+    compact_env = {**compaction.env, **{k: world.env[k] for k in ("OAUTH_CLIENT_SECRET", "FLINK_API_TOKEN",
+                                                                   "DATAHUB_GMS_TOKEN")}}
+    compact_env["TOKEN"] = world.lakekeeper.token
+    done = compaction.compact("--report", str(tmp_path / "compact-report.json"), extra_env=compact_env)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    secrets = world.secrets()
+    texts = {**outputs("ingest on S3", on_s3), **outputs("ingest local", local), **outputs("compact", done)}
+    leaks = secrets.leaks(texts)
+    assert not leaks, leaks
+    leaks = secrets.file_leaks(tmp_path)
+    assert not leaks, leaks
