@@ -128,3 +128,7 @@ $(BENCH_DH_VENV)/bin/datahub:
 
 bench-harvest: install $(BENCH_DH_VENV)/bin/datahub  ## lakeflow harvest vs DataHub's flink source: wall time on 25 jobs, lineage edges compared
 	$(PY) bench/bench_harvest.py --datahub-venv $(BENCH_DH_VENV) $(ARGS)
+
+# --- long-running safety (docs/operations.md) --------------------------------------------------
+chaos: install $(JAR) $(PACKAGE_ZIP)  ## fault injection, real processes: TaskManager and spark-submit kills, bad files, Lakekeeper/OAuth/Flink REST faults (< 15 min)
+	$(PY) -m tests.chaos.run $(ARGS)

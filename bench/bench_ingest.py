@@ -5,8 +5,8 @@ then how long ``make run`` takes to its first committed file.
 Both jobs: 100 sensors, the same reading SQL (the baseline's datagen draws seq and timestamp
 at random; lakeflow's source counts them), parallelism 2, exactly-once checkpoints every 2 s
 into filesystem storage, N readings unthrottled; timed from submission until every reading is
-committed (job start-up and SQL planning included for both). Rounds alternate the order
-(A B, B A…). Two figures per job: readings per wall-clock second (best round), and readings per
+committed (job start-up and SQL planning included for both). After an untimed warm-up of
+both, rounds alternate the order (A B, B A…). Two figures per job: readings per wall-clock second (best round), and readings per
 CPU second of the JVM that runs the MiniCluster plus this Python process (mean over rounds) —
 the one that stays comparable when other work shares the machine. Targets: lakeflow ≥ 0.8×
 the baseline; ``make run``'s first committed file ≤ 20 s.
@@ -143,6 +143,9 @@ def main() -> int:
         wall: dict[str, list[float]] = {"baseline": [], "lakeflow": []}
         cpu: dict[str, list[float]] = {"baseline": [], "lakeflow": []}
         runs = {"baseline": baseline_job, "lakeflow": lakeflow_job}
+        for name, run in runs.items():  # warm-up: JIT and first-MiniCluster costs out of the figures
+            run(work / f"warmup-{name}", min(args.records, 200_000), args.sensors, args.parallelism, args.interval_ms)
+            shutil.rmtree(work / f"warmup-{name}", ignore_errors=True)
         for i in range(args.rounds):
             order = ("baseline", "lakeflow") if i % 2 == 0 else ("lakeflow", "baseline")
             for name in order:

@@ -210,8 +210,12 @@ def _aws_profile(args: argparse.Namespace) -> int:
     if settings.token and not settings.oauth_client_secret:
         print("lakeflow aws-profile: note: a static TOKEN cannot be renewed; a job running past its "
               "expiry needs OAUTH_* client credentials", file=sys.stderr)
-    profile = write_profile(args.dir or settings.home / "aws", settings.namespace, settings.table,
-                            catalog_settings(settings, catalog.warehouse_id))  # type: ignore[attr-defined]
+    try:
+        profile = write_profile(args.dir or settings.home / "aws", settings.namespace, settings.table,
+                                catalog_settings(settings, catalog.warehouse_id))  # type: ignore[attr-defined]
+    except ProfileError as exc:
+        print(f"lakeflow aws-profile: {exc}", file=sys.stderr)
+        return 2
     s3a = refreshing(to_s3a(handle.storage or VendedConfig(handle.location), settings.s3_endpoint), args.sdk)
     print(f"wrote AWS profile {profile.name} to {profile.credentials_file} (catalog settings in "
           f"{profile.env_file}, mode 0600)", file=sys.stderr)

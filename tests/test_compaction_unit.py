@@ -19,7 +19,7 @@ from lakeflow.compaction.commit import (LEDGER_PROPERTY, CommitConflict, commit,
                                         open_target, rest_properties)
 from lakeflow.compaction.config import CRASH_POINTS, job_argv, load_config
 from lakeflow.compaction.discover import is_committed_part, list_parts
-from lakeflow.compaction.ledger import (COMPACTED, QUARANTINED, Entry, Ledger, LedgerError, RunRecord,
+from lakeflow.compaction.ledger import (COMPACTED, QUARANTINED, Ledger, LedgerError, RunRecord,
                                         entries_for, load_ledger)
 from lakeflow.compaction.lineage import lineage_run, raw_datasets
 from lakeflow.compaction.lock import CompactionBusy, run_lock

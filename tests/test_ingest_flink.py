@@ -101,17 +101,23 @@ def test_local_run_commits_every_reading_once(local_run: Run) -> None:
     assert (local_run.home / "log").is_dir()  # FLINK_LOG_DIR under LAKEFLOW_HOME
 
 
+def flink_run() -> list[str]:
+    """The documented ``flink run`` arguments for the packaged job (``make package``)."""
+    py = str(Path(sys.executable))
+    return ["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "build" / "lakeflow.zip"), "-py", str(JOB)]
+
+
+def packaged_job_env(home: Path, **extra: str) -> dict[str, str]:
+    return {**job_env(home, **extra), "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar")}
+
+
 @pytest.fixture(scope="module")
 def cluster_run(flink_cluster, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """``make package``, then ``flink run`` of the packaged job against the standalone cluster."""
     home = tmp_path_factory.mktemp("ingest-cluster")
     started = time.time()
     subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
-    py = str(Path(sys.executable))
-    proc = flink_cluster.flink(
-        ["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "build" / "lakeflow.zip"),
-         "-py", str(JOB)],
-        env={**job_env(home), "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar")}, timeout=300)
+    proc = flink_cluster.flink(flink_run(), env=packaged_job_env(home), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return Run(home, proc.stdout, proc.stderr, started)
 
@@ -138,16 +144,14 @@ def test_flink_run_declares_the_table_to_the_job_manager(cluster_run: Run, flink
 def test_a_taskmanager_crash_loses_and_duplicates_nothing(cluster_run: Run, flink_cluster,
                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
     """SIGKILL the TaskManager mid-run: the job restarts from its last checkpoint, ``seq``
-    continues from there, ``run_id`` stays — every reading exactly once."""
-    home, records = tmp_path_factory.mktemp("ingest-recovery"), 3_000
-    py = str(Path(sys.executable))
-    env = {**flink_cluster.env(), **job_env(home, NUM_RECORDS=str(records), BATCH_SIZE="150", BATCH_INTERVAL_MS="500"),
-           "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar")}
+    continues from there, ``run_id`` stays — every reading exactly once. (``cluster_run``
+    has packaged the job.)"""
     from lakeflow.flink_cluster import flink_home
 
-    proc = subprocess.Popen([str(flink_home() / "bin" / "flink"), "run", "-pyclientexec", py, "-pyexec", py,
-                             "-pyfs", str(ROOT / "build" / "lakeflow.zip"), "-py", str(JOB)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    home, records = tmp_path_factory.mktemp("ingest-recovery"), 3_000
+    env = {**flink_cluster.env(), **packaged_job_env(home, NUM_RECORDS=str(records), BATCH_SIZE="150")}
+    proc = subprocess.Popen([str(flink_home() / "bin" / "flink"), *flink_run()], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     run = Run(home, "", "", time.time())
     try:
         deadline = time.monotonic() + 180

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Optional
 
 from lakeflow.compaction.commit import Target, commit, iceberg_catalog, open_target
@@ -109,9 +110,11 @@ def read_batch(run: Run, batch: Batch) -> None:
     if not batch.files:
         return
     from lakeflow.compaction.read import read_parts, summarize
+    from lakeflow.compaction.session import spark_progress
 
     spark = run.spark
-    with stage("read", f"{len(batch.files)} new part files ({sum(f.size for f in batch.files)} bytes)"):
+    with stage("read", f"{len(batch.files)} new part files ({sum(f.size for f in batch.files)} bytes)"), \
+            spark_progress(spark, "read"):
         batch.rows = read_parts(spark, run.raw.storage, batch.files)
         rels = {run.raw.storage.spark_path(f.rel): f.rel for f in batch.files}
         batch.summaries = {rels[s.uri]: s for s in summarize(batch.rows)}
@@ -152,7 +155,7 @@ def write_parquet(run: Run, batch: Batch) -> None:
     if sorted_ is None or good == 0:
         return
     from lakeflow.compaction.read import good_rows
-    from lakeflow.compaction.session import table_options
+    from lakeflow.compaction.session import spark_progress, table_options
     from lakeflow.compaction.write import compacted, existing_keys, file_count, staged_files, write_staged
 
     assert batch.rows is not None and run.intent is not None
@@ -162,12 +165,12 @@ def write_parquet(run: Run, batch: Batch) -> None:
     options = table_options(run.target.s3a)
     overlapping = run.target.files_overlapping(lo, hi)
     log.info("[write] %d table file(s) overlap the batch's time range: checking their keys", len(overlapping))
-    rows = compacted(good_rows(batch.rows, _uris(batch, sorted_.quarantined)),
-                     existing_keys(run.spark, overlapping, options))
     files = file_count(good, run.config.target_file_bytes, run.target.bytes_per_row(run.config.bytes_per_row))
+    rows = compacted(good_rows(batch.rows, _uris(batch, sorted_.quarantined)),
+                     existing_keys(run.spark, overlapping, options), files)
     uri = run.target.storage.hadoop_uri(run.intent.staging)
-    with stage("write", f"{good} rows → about {files} Parquet file(s) in {uri}"):
-        write_staged(rows, uri, files, options)
+    with stage("write", f"{good} rows → about {files} Parquet file(s) in {uri}"), spark_progress(run.spark, "write"):
+        write_staged(rows, uri, options)
     batch.staged = staged_files(run.target.storage, run.intent.staging)
     r = run.report
     r.rows_out = sum(f.rows for f in batch.staged)
@@ -197,7 +200,8 @@ def commit_batch(run: Run, batch: Batch) -> None:
     c, r, s = run.config, run.report, batch.sorted
     entries = {**entries_for(s.compacted, COMPACTED, c.run_id, rows=s.rows),
                **entries_for(s.quarantined, QUARANTINED, c.run_id, reasons=s.reasons)}
-    record = RunRecord(run_id=c.run_id, committed_at=r.started_at, files=len(batch.data_files),
+    record = RunRecord(run_id=c.run_id, committed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                       files=len(batch.data_files),
                        rows_out=r.rows_out, records=run.intent.records if r.records_path else "")
     ledger = run.ledger.advance(run.listing, entries, record)
     run.raw.storage.write(run.intent.ledger, ledger.to_bytes())

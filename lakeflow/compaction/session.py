@@ -9,7 +9,9 @@ options, with S3A's FileSystem cache bypassed so each table is accessed with its
 from __future__ import annotations
 
 import logging
-from typing import Optional
+import threading
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 from pyspark.sql import SparkSession
 
@@ -38,7 +40,9 @@ def spark_session(app_name: str, raw_s3a: Optional[S3ASettings]) -> SparkSession
             builder = builder.config(key, value)
         log.info("[spark] raw table storage: %s", raw_s3a.redacted())
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    sc = spark.sparkContext
+    if not sc.getConf().contains("spark.sql.shuffle.partitions"):  # 200 tiny shuffle blocks per task otherwise
+        spark.conf.set("spark.sql.shuffle.partitions", str(2 * sc.defaultParallelism))
     return spark
 
 
@@ -47,3 +51,26 @@ def table_options(s3a: Optional[S3ASettings]) -> dict[str, str]:
     if s3a is None:
         return {}
     return {**s3a.hadoop, "fs.s3a.impl.disable.cache": "true"}
+
+
+@contextmanager
+def spark_progress(spark: SparkSession, name: str, every_s: float = 10.0) -> Iterator[None]:
+    """While the block runs, log the running Spark stages' task progress every ``every_s`` seconds."""
+    done = threading.Event()
+
+    def watch() -> None:
+        tracker = spark.sparkContext.statusTracker()
+        while not done.wait(every_s):
+            for stage_id in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(stage_id)
+                if info is not None:
+                    log.info("[%s] Spark stage %d: %d/%d tasks done, %d running", name, stage_id,
+                             info.numCompletedTasks, info.numTasks, info.numActiveTasks)
+
+    thread = threading.Thread(target=watch, name=f"progress-{name}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

@@ -5,6 +5,8 @@ holds in the batch's time range (two ingestion runs reusing ``seq`` values diffe
 both survive). The output is range-partitioned by (day, time) into as many files as the target
 file size asks for and sorted within each, so small inputs merge into few files that each cover
 one day and a narrow, contiguous time range.
+
+Shuffles are what cost here: one output file (up to the target size) takes a single shuffle.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from pyspark.sql import functions as F
 from lakeflow.compaction.naming import DataFileStats
 from lakeflow.compaction.schema import DAY, KEY, NAMES, TIME, TS
 from lakeflow.compaction.storage import Storage, hadoop_uri
+
+ORDER = (DAY, TIME, *KEY)  # file layout: by day, then time; (run_id, seq) makes it total
 
 
 def file_count(rows: int, target_bytes: int, bytes_per_row: float) -> int:
@@ -34,20 +38,23 @@ def existing_keys(spark: SparkSession, data_files: Sequence[str],
             .select(*KEY))
 
 
-def compacted(good: DataFrame, existing: Optional[DataFrame]) -> DataFrame:
-    """Good rows de-duplicated on (run_id, seq), minus keys already in the table, with ``ts`` and day."""
-    rows = good.dropDuplicates(list(KEY))
-    if existing is not None:
-        rows = rows.join(existing, on=list(KEY), how="left_anti")
-    return (rows.withColumn(TS, F.timestamp_millis(F.col(TIME)))
+def compacted(good: DataFrame, existing: Optional[DataFrame], files: int) -> DataFrame:
+    """Good rows minus keys already in the table, de-duplicated on (run_id, seq), with ``ts`` and day,
+    partitioned for ``files`` output files.
+
+    One output file (the common case) means one partition: de-duplication then needs no shuffle
+    of its own. More files: de-duplicate, then range-partition by (day, time).
+    """
+    rows = good if existing is None else good.join(existing, on=list(KEY), how="left_anti")
+    rows = rows.repartition(1).dropDuplicates(list(KEY)) if files == 1 else rows.dropDuplicates(list(KEY))
+    rows = (rows.withColumn(TS, F.timestamp_millis(F.col(TIME)))
             .withColumn(DAY, F.date_format(F.col(TS), "yyyy-MM-dd")))
+    return rows if files == 1 else rows.repartitionByRange(files, *ORDER)
 
 
-def write_staged(rows: DataFrame, uri: str, files: int, options: Mapping[str, str]) -> None:
-    """Write ``rows`` as about ``files`` Parquet files under ``uri``/ts_day=YYYY-MM-DD/."""
-    order = [DAY, TIME, *KEY]
-    (rows.repartitionByRange(files, *order).sortWithinPartitions(*order)
-     .select(*NAMES, TS, DAY)
+def write_staged(rows: DataFrame, uri: str, options: Mapping[str, str]) -> None:
+    """Write each partition of ``rows``, sorted, as one Parquet file per day under ``uri``/ts_day=…/."""
+    (rows.sortWithinPartitions(*ORDER).select(*NAMES, TS, DAY)
      .write.options(**options).mode("errorifexists").partitionBy(DAY).parquet(uri))
 
 

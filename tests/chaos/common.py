@@ -10,7 +10,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Iterator, Mapping
 
 from tests.fixtures_servers import MotoServer, free_port, wait_http
 
@@ -103,7 +103,3 @@ def local_env(home: Path, **extra: str) -> dict[str, str]:
 
 def tail(text: str, lines: int = 8) -> str:
     return " | ".join(text.strip().splitlines()[-lines:])
-
-
-def names(paths: Sequence[Path]) -> list[str]:
-    return sorted(p.name for p in paths)

@@ -3,8 +3,9 @@
 - ``compact-kill``: each cycle adds a batch of raw part files, starts a run and SIGKILLs its whole
   process tree (spark-submit, the JVM, the Python driver) at a chosen point — before the write
   (Spark reading), mid-write (Spark writing Parquet), or between write and commit (data files named,
-  not committed) — then reruns to completion. After every kill the table shows the batch entirely
-  or not at all; after every rerun it holds each reading exactly once and no orphan data file.
+  not committed) — then reruns, kills that rerun too, and reruns to completion. After every kill the
+  table shows the batch entirely or not at all; after every completed rerun it holds each reading
+  exactly once and no orphan data file.
 - ``bad-files``: 1,000 part files, one corrupt, one truncated, one empty: those three are
   quarantined and reported with a reason, the other 997 compacted, every good reading once.
 """
@@ -84,7 +85,7 @@ def orphan_files(home: LakeflowHome) -> list[str]:
 
 
 def compact_kill(workdir: Path, *, kills: int = 10, batch_rows: int = 200, per_file: int = 20,
-                 seed: Optional[int] = None) -> Result:
+                 kills_per_batch: int = 2, seed: Optional[int] = None) -> Result:
     result = Result("compact-kill", zeros=("lost", "duplicated", "partial_commits", "orphans", "failed_reruns"))
     rnd = random.Random(seed)
     with timed(result):
@@ -92,38 +93,40 @@ def compact_kill(workdir: Path, *, kills: int = 10, batch_rows: int = 200, per_f
         points = [name for _ in range(kills) for name in KILL_POINTS][:kills]
         rnd.shuffle(points)
         expected: set[tuple[str, int]] = set()
-        lost = duplicated = partial = failed = missed = 0
+        lost = duplicated = partial = failed = hits = 0
+        orphans: list[str] = []
         by_point: dict[str, int] = {}
-        for cycle, point in enumerate(points):
+        for cycle in range(0, kills, kills_per_batch):
             run_id = f"ingest-run-{cycle % 3}"  # runs reuse seq ranges: (run_id, seq) keeps them apart
             batch = readings(run_id, batch_rows, start_ms=DAY + cycle * 7_200_000, step_ms=30_000,
-                             seq_start=(cycle // 3) * batch_rows, seed=cycle)
-            write_parts(home.raw, batch, per_file, job=f"cycle{cycle:02d}-{rnd.getrandbits(32):08x}")
-            before = set(table_keys(home))
-            proc = _start(home, workdir / f"report-kill-{cycle}.json")
-            hit = _kill_at(proc, KILL_POINTS[point], rnd.uniform(0.0, 1.5) if point == "mid-write" else 0.0)
-            if hit is None:
-                missed += 1
-                result.problems.append(f"cycle {cycle}: the run ended (exit {proc.returncode}) before {point}")
-            by_point[point] = by_point.get(point, 0) + (hit is not None)
-            after_kill = set(table_keys(home))
+                             seq_start=cycle * batch_rows, seed=cycle)
+            write_parts(home.raw, batch, per_file, job=f"batch{cycle:02d}-{rnd.getrandbits(32):08x}")
             batch_keys = {(r["run_id"], r["seq"]) for r in batch}
-            if after_kill not in (before, before | batch_keys):
-                partial += 1  # part of a batch visible: the commit was not atomic
+            before = set(table_keys(home))
+            # the run, then its rerun, each killed; the next rerun completes (it recovers from both)
+            for n, point in enumerate(points[cycle:cycle + kills_per_batch]):
+                proc = _start(home, workdir / f"report-{cycle}-{n}.json")
+                hit = _kill_at(proc, KILL_POINTS[point], rnd.uniform(0.0, 1.5) if point == "mid-write" else 0.0)
+                hits += hit is not None
+                by_point[point] = by_point.get(point, 0) + (hit is not None)
+                if hit is None:
+                    result.problems.append(f"batch {cycle}: the run ended (exit {proc.returncode}) before {point}")
+                if set(table_keys(home)) not in (before, before | batch_keys):
+                    partial += 1  # part of a batch visible: the commit was not atomic
+                progress(result.name, f"kill {cycle + n + 1}/{kills}: {point} ({'hit' if hit else 'missed'})")
             rerun = subprocess.run([sys.executable, "-m", "lakeflow.cli", "compact", "--report",
-                                    str(workdir / f"report-rerun-{cycle}.json")], env=home.env, cwd=home.home,
+                                    str(workdir / f"report-{cycle}-rerun.json")], env=home.env, cwd=home.home,
                                    capture_output=True, text=True, timeout=600)
             if rerun.returncode != 0:
                 failed += 1
-                result.problems.append(f"cycle {cycle} rerun exit {rerun.returncode}: {tail(rerun.stderr, 3)}")
+                result.problems.append(f"batch {cycle} rerun exit {rerun.returncode}: {tail(rerun.stderr, 3)}")
             expected |= batch_keys
             keys = table_keys(home)
             lost, duplicated = len(expected - set(keys)), len(keys) - len(set(keys))
             orphans = orphan_files(home)
-            progress(result.name, f"cycle {cycle + 1}/{kills}: killed {point} ({'hit' if hit else 'missed'}); "
-                                  f"rerun exit {rerun.returncode}: rows {len(keys)}, lost {lost}, "
+            progress(result.name, f"rerun exit {rerun.returncode}: rows {len(keys)}, lost {lost}, "
                                   f"duplicated {duplicated}, orphans {len(orphans)}")
-        result.counts.update(kills=kills - missed, **{p.replace("-", "_"): n for p, n in by_point.items()},
+        result.counts.update(kills=hits, **{p.replace("-", "_"): n for p, n in sorted(by_point.items())},
                              rows=len(expected), lost=lost, duplicated=duplicated, partial_commits=partial,
                              orphans=len(orphans), failed_reruns=failed)
     return result

@@ -4,7 +4,7 @@ by (``run_id``, ``seq``): nothing lost, nothing twice, every visible part file o
 
 The job is submitted as users submit it (``flink run -py jobs/sensor_ingest.py`` with the packaged
 jar and ``lakeflow.zip``), on the embedded local catalog. Between kills the scenario waits until the
-JobManager has noticed the loss and the job runs again, then waits a random 0.5–4 s.
+JobManager has noticed the loss and the job runs again, then waits a random 0.5–3 s.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def count_committed(table_dir: Path, records: int) -> dict[str, int]:
             "hidden_leftovers": hidden}
 
 
-def tm_kill(workdir: Path, *, kills: int = 10, records: int = 6000, batch: int = 100, interval_ms: int = 1000,
+def tm_kill(workdir: Path, *, kills: int = 10, records: int = 7500, batch: int = 150, interval_ms: int = 1000,
             seed: Optional[int] = None) -> Result:
     result = Result("tm-kill", zeros=("lost", "duplicated", "partial"))
     rnd = random.Random(seed)
@@ -119,7 +119,7 @@ def tm_kill(workdir: Path, *, kills: int = 10, records: int = 6000, batch: int =
                     result.problems.append(f"the job ended ({job.get('state')}) after {done} kills: "
                                            "raise NUM_RECORDS for this scenario")
                     break
-                time.sleep(rnd.uniform(0.5, 4.0))
+                time.sleep(rnd.uniform(0.5, 3.0))
                 pid = cluster.kill_taskmanager()
                 done += 1
                 cluster.start_taskmanager()
