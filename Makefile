@@ -32,8 +32,11 @@ $(JAR): $(STAMP) $(JAVA_SRC)
 
 jar: $(JAR)  ## build the Flink JSON-array bulk writer jar
 
-run: install  ## run the sensor ingestion job (reads .env.local; embedded local catalog by default)
-	$(PY) jobs/sensor_ingest.py $(ARGS)
+# A fresh clone (no .env.local, NUM_RECORDS unset) runs a bounded demo of 1,000 readings.
+DEMO_RECORDS = $(if $(or $(NUM_RECORDS),$(wildcard $(or $(LAKEFLOW_ENV_FILE),.env.local))),,NUM_RECORDS=1000)
+
+run: install  ## run the sensor ingestion job (reads .env.local; embedded local catalog and 1,000 readings by default)
+	$(DEMO_RECORDS) $(PY) jobs/sensor_ingest.py $(ARGS)
 
 test: install  ## run the test suite (real Flink, Spark, moto; ~10 min on 2 cores)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, fo
 
 from lakeflow.catalog import CatalogError, open_catalog  # noqa: E402
 from lakeflow.credentials import VendedConfig, to_s3a  # noqa: E402
-from lakeflow.ingest.job import IngestJob  # noqa: E402
 from lakeflow.ingest import IngestError  # noqa: E402
+from lakeflow.ingest.job import IngestJob  # noqa: E402
 from lakeflow.ingest.storage import configure_filesystems, require_filesystem  # noqa: E402
 from lakeflow.settings import SettingsError, load_settings  # noqa: E402
 

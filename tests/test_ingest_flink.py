@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 def job_env(home: Path, **extra: str) -> dict[str, str]:
     """Embedded local catalog under ``home``; no ``.env.local``, no Lakekeeper from the caller."""
-    env = {k: v for k, v in os.environ.items() if k not in ("LAKEKEEPER", "WAREHOUSE_ID", "TOKEN")}
+    env = {k: v for k, v in os.environ.items() if k not in ("LAKEKEEPER", "WAREHOUSE_ID", "TOKEN", "FLINK_LOG_DIR")}
     return {**env, "LAKEFLOW_HOME": str(home), "LAKEFLOW_ENV_FILE": os.devnull,
             "NUM_SENSORS": str(NUM_SENSORS), "NUM_RECORDS": str(NUM_RECORDS),
             "BATCH_SIZE": "250", "BATCH_INTERVAL_MS": "400", **extra}

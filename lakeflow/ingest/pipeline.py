@@ -50,7 +50,7 @@ def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
     t_env = StreamTableEnvironment.create(env)
     jvm = get_gateway().jvm
     ticks = env.from_source(Source(jvm.lakeflow.flink.SensorTicks.source(job.count, job.rows_per_second)),
-                            WatermarkStrategy.no_watermarks(), "SensorTicks", type_info=TICKS)
+                            WatermarkStrategy.no_watermarks(), "SensorTicks", type_info=TICKS).uid("sensor-ticks")
     t_env.create_temporary_view("ticks", t_env.from_data_stream(ticks))
     t_env.create_temporary_view("readings", t_env.sql_query(
         sensors.readings_sql("ticks", job.num_sensors, job.run_id)))

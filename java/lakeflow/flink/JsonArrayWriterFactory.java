@@ -60,12 +60,14 @@ public final class JsonArrayWriterFactory implements BulkWriter.Factory<Row> {
             out.flush();
         }
 
-        /** Closes the array; the sink closes the stream itself. */
+        /**
+         * Closes the array and hands over the bytes. Neither closes nor syncs the stream: the sink
+         * does that when it commits the file (on S3 a sync would complete the upload early).
+         */
         @Override
         public void finish() throws IOException {
             write(records == 0 ? EMPTY : CLOSE);
             flush();
-            out.sync();
         }
 
         private void write(byte[] bytes) throws IOException {
