@@ -15,10 +15,11 @@ from typing import Mapping, Sequence
 
 from lakeflow.compaction.storage import FileEntry, Storage
 
-log = logging.getLogger(__name__)
-QUARANTINE_DIR = "_quarantine"
 EMPTY = "empty file (no JSON content)"
 MALFORMED = "not a JSON array of reading objects (malformed or truncated JSON)"
+
+log = logging.getLogger(__name__)
+QUARANTINE_DIR = "_quarantine"
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Sorted:
 
 
 def unread_reasons(raw: Storage, files: Sequence[FileEntry]) -> dict[str, str]:
-    """Why Spark read no rows from ``files``: empty, or not JSON. A valid ``[]`` has no reason.
+    """Why files that produced no rows did so: empty, or not JSON. A valid ``[]`` has no reason.
 
     The driver reads these (small) files itself, so a file Spark skipped for any other cause
     stops the run instead of being marked consumed.

@@ -166,7 +166,7 @@ def write_parquet(run: Run, batch: Batch) -> None:
     overlapping = run.target.files_overlapping(lo, hi)
     log.info("[write] %d table file(s) overlap the batch's time range: checking their keys", len(overlapping))
     files = file_count(good, run.config.target_file_bytes, run.target.bytes_per_row(run.config.bytes_per_row))
-    rows = compacted(good_rows(batch.rows, _uris(batch, sorted_.quarantined)),
+    rows = compacted(good_rows(batch.rows),
                      existing_keys(run.spark, overlapping, options), files)
     uri = run.target.storage.hadoop_uri(run.intent.staging)
     with stage("write", f"{good} rows → about {files} Parquet file(s) in {uri}"), spark_progress(run.spark, "write"):
@@ -247,7 +247,7 @@ def close(run: Run) -> None:
 
 
 def _uris(batch: Batch, files: tuple[FileEntry, ...]) -> list[str]:
-    """Spark's names (``_metadata.file_path``) of those ``files`` that produced rows."""
+    """Spark's names of those ``files`` that produced rows."""
     return [batch.summaries[f.rel].uri for f in files if f.rel in batch.summaries]
 
 

@@ -1,4 +1,4 @@
-"""The sensor reading as read from JSON (Spark) and as stored in Iceberg (pyiceberg): one list of fields.
+"""The sensor reading as parsed from JSON and as stored in Iceberg (pyiceberg): one list of fields.
 
 Every field is required of an input record (a record with a missing, null or mistyped field is
 quarantined); in Iceberg the columns are optional because Spark writes nullable Parquet columns
@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table.sorting import SortOrder
-    from pyspark.sql.types import StructType
 
 # (name, type) of a reading, in file order; types are Spark SQL names.
 FIELDS: tuple[tuple[str, str], ...] = (
@@ -31,16 +30,8 @@ KEY: tuple[str, str] = ("run_id", "seq")  # unique per reading: a run of the ing
 TIME = "timestamp_ms"
 TS = "ts"              # derived: timestamp_ms as an Iceberg timestamptz, the partition source
 DAY = "ts_day"         # Iceberg partition field day(ts); also the folder name of data files
-CORRUPT = "_corrupt_record"
 TS_FIELD_ID = len(FIELDS) + 1
 PARTITION_FIELD_ID = 1000
-
-
-def spark_read_schema() -> "StructType":
-    """The explicit JSON read schema, plus Spark's corrupt-record column."""
-    from pyspark.sql.types import StructType
-
-    return StructType.fromDDL(", ".join(f"{n} {t}" for n, t in (*FIELDS, (CORRUPT, "string"))))
 
 
 def iceberg_schema() -> "Schema":
