@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, Optional
+
+from tests.stub_http import QuietHandler, serve, stop, url_of
 
 
 @dataclass
@@ -22,19 +22,12 @@ class GmsStandIn:
     @property
     def url(self) -> str:
         assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return url_of(self.server)
 
     def start(self) -> "GmsStandIn":
         gms = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle stalls
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 gms.posts += 1
@@ -60,11 +53,9 @@ class GmsStandIn:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.server = serve(Handler)
         return self
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            stop(self.server)

@@ -54,9 +54,14 @@ def write_parts(root: Path, rows: Sequence[dict], per_file: int, *, subtasks: in
             folder = root / datetime.fromtimestamp(hour / 1000, tz=timezone.utc).strftime("%Y-%m-%d--%H")
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"part-{job}-{n % subtasks}-{n // subtasks}.json"
-        path.write_text(json.dumps(chunk, separators=(",", ":")))
+        path.write_text(json_array(chunk))
         paths.append(path)
     return paths
+
+
+def json_array(rows: Sequence[dict]) -> str:
+    """One part file's content, laid out as lakeflow's Flink writer does: ``[r1,\nr2,\n…rN]\n``."""
+    return "[" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in rows) + "]\n"
 
 
 def write_in_progress(root: Path, rows: Sequence[dict]) -> Path:

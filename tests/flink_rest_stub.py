@@ -9,13 +9,14 @@ array streamed). Every request is recorded with its headers.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional
+
+from tests.stub_http import QuietHandler, serve, stop, url_of
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class FlinkRestStub:
     @property
     def url(self) -> str:
         assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return url_of(self.server)
 
     def route(self, path: str, *answers: Answer) -> None:
         with self.lock:
@@ -58,28 +59,18 @@ class FlinkRestStub:
     def start(self) -> "FlinkRestStub":
         stub = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle stalls
 
             def do_GET(self) -> None:
                 stub._serve(self)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.server = serve(Handler)
         return self
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            stop(self.server)
 
     def _serve(self, h: BaseHTTPRequestHandler) -> None:
         path = h.path[3:] if h.path.startswith("/v1") else h.path

@@ -14,7 +14,6 @@ What a statement returns comes from an executor: :class:`FlinkExecutor` runs it 
 from __future__ import annotations
 
 import json
-import socket
 import re
 import threading
 import uuid
@@ -23,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Optional
 from urllib.parse import parse_qs, urlparse
+
+from tests.stub_http import QuietHandler, serve, stop, url_of
 
 Columns = list[dict[str, Any]]
 Rows = list[list[Any]]
@@ -107,19 +108,12 @@ class SqlGatewayStandIn:
     @property
     def url(self) -> str:
         assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return url_of(self.server)
 
     def start(self) -> "SqlGatewayStandIn":
         standin = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle stalls
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 standin._handle(self, "GET")
 
@@ -129,14 +123,12 @@ class SqlGatewayStandIn:
             def do_DELETE(self) -> None:
                 standin._handle(self, "DELETE")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.server = serve(Handler)
         return self
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+            stop(self.server)
 
     # --- protocol -----------------------------------------------------------------------
 

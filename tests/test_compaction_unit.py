@@ -370,3 +370,12 @@ def test_report_summary(tmp_path: Path) -> None:
     assert "small-file reduction 5.0×" in text and "x.json: empty file" in text
     r.write_json(tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text())["small_file_reduction"] == 5.0
+
+
+def test_spark_tuning_for_many_small_files() -> None:
+    from lakeflow.compaction.session import table_options, tuning
+
+    assert tuning(2, local_raw=True) == {"spark.sql.shuffle.partitions": "4",
+                                         "spark.sql.files.openCostInBytes": "131072"}
+    assert tuning(64, local_raw=False) == {"spark.sql.shuffle.partitions": "128"}
+    assert table_options(None) == {}

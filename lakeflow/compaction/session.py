@@ -40,10 +40,25 @@ def spark_session(app_name: str, raw_s3a: Optional[S3ASettings]) -> SparkSession
             builder = builder.config(key, value)
         log.info("[spark] raw table storage: %s", raw_s3a.redacted())
     spark = builder.getOrCreate()
-    sc = spark.sparkContext
-    if not sc.getConf().contains("spark.sql.shuffle.partitions"):  # 200 tiny shuffle blocks per task otherwise
-        spark.conf.set("spark.sql.shuffle.partitions", str(2 * sc.defaultParallelism))
+    conf = spark.sparkContext.getConf()
+    for key, value in tuning(spark.sparkContext.defaultParallelism, local_raw=raw_s3a is None).items():
+        if not conf.contains(key):  # spark-submit --conf wins
+            spark.conf.set(key, value)
     return spark
+
+
+def tuning(parallelism: int, *, local_raw: bool) -> dict[str, str]:
+    """Defaults for many small inputs and modest outputs (each overridable with --conf).
+
+    - shuffle partitions: twice the cores, not 200 (200 shuffle blocks per map task otherwise);
+    - open cost: Spark counts 4 MB per file when packing files into tasks, right for S3/HDFS
+      latency; opening a local file costs about as much as reading 128 KB, so local part files of a
+      few KB go ~1,600 to a task instead of 32 (10,000 files: 11 tasks instead of 313).
+    """
+    out = {"spark.sql.shuffle.partitions": str(2 * parallelism)}
+    if local_raw:
+        out["spark.sql.files.openCostInBytes"] = str(128 * 1024)
+    return out
 
 
 def table_options(s3a: Optional[S3ASettings]) -> dict[str, str]:
