@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -57,11 +58,16 @@ def baseline(raw: Path, out: Path) -> int:
     return table.num_rows
 
 
-def compaction(home, report: Path) -> dict:
+STAGE_DONE = re.compile(r"\[([a-z-]+)\] done in ([0-9.]+) s")
+
+
+def compaction(home, report: Path) -> tuple[dict, dict[str, float]]:
+    """Run the job; its report and how long each of its stages took (from its log)."""
     done = home.compact("--report", str(report), timeout=3600)
+    output = done.stdout + done.stderr
     if done.returncode != 0:
-        raise SystemExit(f"compaction failed ({done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}")
-    return json.loads(report.read_text())
+        raise SystemExit(f"compaction failed ({done.returncode}):\n{output[-3000:]}")
+    return json.loads(report.read_text()), {m[1]: float(m[2]) for m in STAGE_DONE.finditer(output)}
 
 
 def measure(rows: int) -> dict:
@@ -78,11 +84,12 @@ def measure(rows: int) -> dict:
         print(f"  baseline   {base_s:7.1f} s", flush=True)
 
         t0 = time.monotonic()
-        report = compaction(home, Path(tmp) / "report.json")
+        report, stages = compaction(home, Path(tmp) / "report.json")
         job_e2e = time.monotonic() - t0
         assert report["rows_out"] == rows and report["files_compacted"] == files, report
         print(f"  compaction {job_e2e:7.1f} s end to end, {report['duration_s']:.1f} s in the job "
-              f"({report['files_out']} Parquet file(s))", flush=True)
+              f"({report['files_out']} Parquet file(s)); stages: "
+              + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items()), flush=True)
     return {"rows": rows, "files": files, "baseline_s": base_s, "e2e_s": job_e2e, "job_s": report["duration_s"]}
 
 

@@ -117,11 +117,6 @@ def make_home(path: Path) -> LakeflowHome:
     return LakeflowHome(home=home, raw=Path(handle.location.removeprefix("file://")), env=env)
 
 
-@pytest.fixture
-def lakeflow_home(tmp_path: Path) -> LakeflowHome:
-    return make_home(tmp_path)
-
-
 @pytest.fixture(scope="session")
 def s3a_jars() -> Iterator[list[Path]]:
     """hadoop-aws 3.3.1 + aws-java-sdk-bundle 1.11.901 (from PyPI's sagemaker-pyspark sdist), cached in build/."""

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lakeflow.compaction")
 STAGING = "data/_staging"
+EXIT_ERROR, EXIT_BUSY = 2, 3  # (the crash hook exits with config.CRASH_EXIT)
 
 
 @dataclass
@@ -166,8 +167,7 @@ def write_parquet(run: Run, batch: Batch) -> None:
     overlapping = run.target.files_overlapping(lo, hi)
     log.info("[write] %d table file(s) overlap the batch's time range: checking their keys", len(overlapping))
     files = file_count(good, run.config.target_file_bytes, run.target.bytes_per_row(run.config.bytes_per_row))
-    rows = compacted(good_rows(batch.rows),
-                     existing_keys(run.spark, overlapping, options), files)
+    rows = compacted(good_rows(batch.rows), existing_keys(run.spark, overlapping, options), files)
     uri = run.target.storage.hadoop_uri(run.intent.staging)
     with stage("write", f"{good} rows → about {files} Parquet file(s) in {uri}"), spark_progress(run.spark, "write"):
         write_staged(rows, uri, options)
@@ -201,8 +201,8 @@ def commit_batch(run: Run, batch: Batch) -> None:
     entries = {**entries_for(s.compacted, COMPACTED, c.run_id, rows=s.rows),
                **entries_for(s.quarantined, QUARANTINED, c.run_id, reasons=s.reasons)}
     record = RunRecord(run_id=c.run_id, committed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       files=len(batch.data_files),
-                       rows_out=r.rows_out, records=run.intent.records if r.records_path else "")
+                       files=len(batch.data_files), rows_out=r.rows_out,
+                       records=run.intent.records if r.records_path else "")
     ledger = run.ledger.advance(run.listing, entries, record)
     run.raw.storage.write(run.intent.ledger, ledger.to_bytes())
     summary = {"lakeflow.raw-files": str(r.files_compacted), "lakeflow.quarantined-files": str(r.files_quarantined),
@@ -249,9 +249,6 @@ def close(run: Run) -> None:
 def _uris(batch: Batch, files: tuple[FileEntry, ...]) -> list[str]:
     """Spark's names of those ``files`` that produced rows."""
     return [batch.summaries[f.rel].uri for f in files if f.rel in batch.summaries]
-
-
-EXIT_ERROR, EXIT_BUSY = 2, 3
 
 
 def exit_code(main: Callable[[], int]) -> int:
