@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import boto3
 import pytest
 
 from lakeflow.settings import Settings, load_settings
-from tests.fixtures_servers import MotoServer, free_port, wait_http
+from tests.fixtures_servers import MotoServer, run_moto
 from tests.lakekeeper_standin import LakekeeperStandin, S3Account
 from tests.oauth_standin import OAuthStandin
 
@@ -109,30 +105,13 @@ def moto_strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Account]
 
     The first calls bootstrap Lakekeeper's own IAM user; afterwards every call is checked.
     """
-    exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
-    if exe is None:
-        pytest.fail("moto_server not found: install the test extras (pip install -e '.[test]')")
-    port = free_port()
-    log = tmp_path_factory.mktemp("moto-strict") / "moto.log"
-    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1",
-           "INITIAL_NO_AUTH_ACTION_COUNT": str(_STRICT_BOOTSTRAP_CALLS)}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=out,
-                                stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/moto-api/", timeout=30)
-        iam = boto3.client("iam", endpoint_url=url, region_name="us-east-1",
+    with run_moto(tmp_path_factory.mktemp("moto-strict"),
+                  strict_bootstrap_calls=_STRICT_BOOTSTRAP_CALLS) as moto:
+        iam = boto3.client("iam", endpoint_url=moto.url, region_name="us-east-1",
                            aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
         iam.create_user(UserName="lakekeeper")
         iam.put_user_policy(UserName="lakekeeper", PolicyName="all", PolicyDocument=json.dumps(
             {"Version": "2012-10-17",
              "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
         key = iam.create_access_key(UserName="lakekeeper")["AccessKey"]
-        yield S3Account(url, "us-east-1", key["AccessKeyId"], key["SecretAccessKey"])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        yield S3Account(moto.url, "us-east-1", key["AccessKeyId"], key["SecretAccessKey"])

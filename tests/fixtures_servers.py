@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -54,16 +55,19 @@ class MotoServer:
         requests.post(f"{self.url}/moto-api/reset", timeout=10)
 
 
-@pytest.fixture(scope="session")
-def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
-    """moto's real HTTP server (S3 + STS) on a free 127.0.0.1 port, for the whole session."""
+@contextmanager
+def run_moto(log_dir: Path, *, strict_bootstrap_calls: int = 0) -> Iterator[MotoServer]:
+    """moto's S3 + STS server on a free 127.0.0.1 port; with ``strict_bootstrap_calls`` N, the
+    first N calls are unauthenticated (bootstrap) and signatures and keys are enforced after."""
     exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
     if exe is None:
-        pytest.fail("moto_server not found: install the test extras (pip install -e '.[test]')")
+        raise RuntimeError("moto_server not found: install the test extras (pip install -e '.[test]')")
     port = free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
     env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
-    with open(log, "wb") as out:
+    if strict_bootstrap_calls:
+        env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(strict_bootstrap_calls)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / f"moto-{port}.log", "wb") as out:
         proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=out,
                                 stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
@@ -76,3 +80,10 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    """moto's real HTTP server (S3 + STS) on a free 127.0.0.1 port, for the whole session."""
+    with run_moto(tmp_path_factory.mktemp("moto")) as server:
+        yield server

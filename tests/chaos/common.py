@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -12,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from tests.fixtures_servers import MotoServer, free_port, wait_http
+from tests.fixtures_servers import MotoServer, run_moto
 
 REPO = Path(__file__).resolve().parents[2]
 LAKEFLOW = str(Path(sys.executable).parent / "lakeflow")
@@ -69,23 +68,8 @@ def progress(name: str, message: str) -> None:
 @contextmanager
 def moto_server(workdir: Path, *, strict_bootstrap_calls: int = 0) -> Iterator[MotoServer]:
     """moto's S3 + STS server on a free 127.0.0.1 port (auth enforced after N calls if asked)."""
-    exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or "moto_server"
-    port = free_port()
-    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
-    if strict_bootstrap_calls:
-        env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(strict_bootstrap_calls)
-    with open(workdir / f"moto-{port}.log", "wb") as log:
-        proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=log,
-                                stderr=subprocess.STDOUT, env=env)
-    try:
-        wait_http(f"http://127.0.0.1:{port}/moto-api/", timeout=30)
-        yield MotoServer(f"http://127.0.0.1:{port}")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with run_moto(workdir, strict_bootstrap_calls=strict_bootstrap_calls) as server:
+        yield server
 
 
 def lakeflow(env: Mapping[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
