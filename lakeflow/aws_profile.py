@@ -28,7 +28,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from lakeflow.credentials import S3ASettings
 
@@ -157,6 +157,14 @@ def catalog_settings(settings: "Settings", warehouse_id: str) -> dict[str, str]:
     return out
 
 
+def renewal_note(settings: "Settings") -> Optional[str]:
+    """The warning for a catalog login the credential process cannot renew (a static TOKEN), else None."""
+    if settings.token and not settings.oauth_client_secret:
+        return ("note: a static TOKEN cannot be renewed; a job running past its expiry needs OAUTH_* "
+                "client credentials")
+    return None
+
+
 def _write_private(path: Path, text: str) -> None:
     """Write ``text`` to a new 0600 file beside ``path``, then rename it over ``path``."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -207,9 +215,9 @@ def _aws_profile(args: argparse.Namespace) -> int:
         return 2
     catalog = open_catalog(settings)
     handle = catalog.load(settings.namespace, settings.table)
-    if settings.token and not settings.oauth_client_secret:
-        print("lakeflow aws-profile: note: a static TOKEN cannot be renewed; a job running past its "
-              "expiry needs OAUTH_* client credentials", file=sys.stderr)
+    note = renewal_note(settings)
+    if note:
+        print(f"lakeflow aws-profile: {note}", file=sys.stderr)
     try:
         profile = write_profile(args.dir or settings.home / "aws", settings.namespace, settings.table,
                                 catalog_settings(settings, catalog.warehouse_id))  # type: ignore[attr-defined]

@@ -42,11 +42,13 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 class FlinkCluster:
-    """One JobManager + one TaskManager under ``home`` (conf/, log/, pid/)."""
+    """One JobManager + one TaskManager under ``home`` (conf/, log/, pid/); ``conf`` goes into their
+    config.yaml, ``env`` into the environment they start with (e.g. an AWS profile's variables)."""
 
     def __init__(self, home: Path, rest_port: int = 8081, rpc_port: int = 6123, slots: int = 2,
-                 conf: Optional[Mapping[str, Any]] = None) -> None:
+                 conf: Optional[Mapping[str, Any]] = None, env: Optional[Mapping[str, str]] = None) -> None:
         self.home = Path(home).resolve()
+        self._env = dict(env or {})
         self.rest_port = rest_port
         self.conf_dir = self.home / "conf"
         self.log_dir = self.home / "log"
@@ -77,12 +79,12 @@ class FlinkCluster:
     def env(self) -> dict[str, str]:
         """Environment for the distribution's scripts and ``flink`` CLI aimed at this cluster."""
         venv_bin = str(Path(sys.executable).parent)
-        return {**os.environ, "FLINK_CONF_DIR": str(self.conf_dir), "FLINK_LOG_DIR": str(self.log_dir),
+        return {**os.environ, **self._env, "FLINK_CONF_DIR": str(self.conf_dir), "FLINK_LOG_DIR": str(self.log_dir),
                 "FLINK_PID_DIR": str(self.pid_dir), "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"}
 
     def write_conf(self) -> None:
-        """Copy the wheel's conf/ and write our settings into config.yaml (mode 0600: it may hold
-        vended storage credentials for the TaskManagers)."""
+        """Copy the wheel's conf/ and write our settings into config.yaml (mode 0600: a caller's
+        ``conf`` may hold secrets; ``lakeflow ingest cluster-up`` puts none there)."""
         src = flink_home() / "conf"
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         for f in src.iterdir():

@@ -180,13 +180,13 @@ def test_plugin_is_downloaded_and_checked(tmp_path: Path, monkeypatch: pytest.Mo
     assert install_s3_plugin(None, timeout_s=5).read_bytes() == b"real jar"
 
 
-def test_a_cluster_gets_the_vended_s3a_settings_in_a_private_config(
+def test_a_cluster_for_an_s3_table_gets_keyless_settings_and_the_table_profile(
         lakekeeper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
     import stat
 
     import yaml
 
+    from lakeflow.aws_profile import CREDENTIAL_KEYS, PROVIDERS
     from lakeflow.flink_cluster import FlinkCluster
     from lakeflow.ingest.storage import cluster_storage
     from tests.fixtures_lakekeeper import settings_for as lakekeeper_settings
@@ -194,26 +194,84 @@ def test_a_cluster_gets_the_vended_s3a_settings_in_a_private_config(
     monkeypatch.setenv("FLINK_PLUGINS_DIR", str(tmp_path / "plugins"))
     settings = lakekeeper_settings(lakekeeper, LAKEFLOW_HOME=str(tmp_path))
     with pytest.raises(IngestError, match="make flink-plugins"):
-        cluster_storage(settings)
+        cluster_storage(settings, tmp_path / "aws")
+    assert not (tmp_path / "aws").exists()
     jar = tmp_path / "plugins" / "s3-fs-hadoop" / f"flink-s3-fs-hadoop-{flink_version()}.jar"
     jar.parent.mkdir(parents=True)
     jar.write_bytes(b"PK")
-    handle, conf = cluster_storage(settings)
-    assert handle.location.startswith("s3://")
-    assert conf["fs.s3a.aws.credentials.provider"].endswith("TemporaryAWSCredentialsProvider")
-    assert conf["fs.s3a.session.token"] and conf["fs.s3a.secret.key"]
-    cluster = FlinkCluster(tmp_path / "cluster", conf=conf)
+    storage = cluster_storage(settings, tmp_path / "aws")
+    assert storage.handle.location.startswith("s3://") and lakekeeper.vended_access_keys
+    assert storage.conf["fs.s3a.aws.credentials.provider"] == PROVIDERS["v1"]
+    assert storage.conf["fs.s3a.endpoint"] == lakekeeper.warehouse.s3.endpoint.rstrip("/")
+    assert not CREDENTIAL_KEYS & set(storage.conf)
+    profile = storage.profile
+    assert profile is not None and profile.name == "lakeflow.iot.sensor-readings"
+    assert profile.credentials_file == (tmp_path / "aws" / "credentials").resolve()
+    assert f"TOKEN='{lakekeeper.token}'" in profile.env_file.read_text()
+    cluster = FlinkCluster(tmp_path / "cluster", conf=storage.conf, env=storage.env())
+    assert {k: cluster.env()[k] for k in profile.env()} == profile.env()
     cluster.write_conf()
     written = cluster.conf_dir / "config.yaml"
-    assert stat.S_IMODE(os.stat(written).st_mode) == 0o600
-    assert yaml.safe_load(written.read_text())["fs.s3a.session.token"] == conf["fs.s3a.session.token"]
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    text = written.read_text()
+    assert yaml.safe_load(text)["fs.s3a.aws.credentials.provider"] == PROVIDERS["v1"]
+    for secret in lakekeeper.vended_secrets + lakekeeper.vended_access_keys + [lakekeeper.token]:
+        assert secret not in text
+
+
+def test_a_cluster_for_an_s3_table_without_vended_keys_gets_no_profile(
+        lakekeeper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """STS off: the cluster's processes use their own AWS credentials, as before."""
+    from lakeflow.ingest.storage import cluster_storage
+    from tests.fixtures_lakekeeper import settings_for as lakekeeper_settings
+
+    lakekeeper.warehouse.sts_enabled = False
+    jar = tmp_path / "plugins" / "s3-fs-hadoop" / "flink-s3-fs-hadoop-0.jar"
+    jar.parent.mkdir(parents=True)
+    jar.touch()
+    monkeypatch.setenv("FLINK_PLUGINS_DIR", str(jar.parent.parent))
+    storage = cluster_storage(lakekeeper_settings(lakekeeper, LAKEFLOW_HOME=str(tmp_path)), tmp_path / "aws")
+    assert storage.profile is None and storage.env() == {} and not (tmp_path / "aws").exists()
+    assert "fs.s3a.aws.credentials.provider" not in storage.conf and storage.conf["fs.s3a.endpoint"]
+
+
+def test_cluster_up_prints_the_profile_and_the_static_token_note(
+        lakekeeper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """The command's wiring, with the start replaced by writing the configuration (the real
+    cluster: tests/test_secrets.py)."""
+    from lakeflow.cli import main
+    from lakeflow.flink_cluster import FlinkCluster
+    from tests.fixtures_lakekeeper import env_for
+
+    for key, value in env_for(lakekeeper, LAKEFLOW_HOME=str(tmp_path / "home")).items():
+        monkeypatch.setenv(key, value)
+    jar = tmp_path / "plugins" / "s3-fs-hadoop" / "flink-s3-fs-hadoop-0.jar"
+    jar.parent.mkdir(parents=True)
+    jar.touch()
+    monkeypatch.setenv("FLINK_PLUGINS_DIR", str(jar.parent.parent))
+    started: list[FlinkCluster] = []
+    monkeypatch.setattr(FlinkCluster, "start", lambda self, timeout=90.0: started.append(self) or self.write_conf())
+    assert main(["ingest", "cluster-up", "--home", str(tmp_path / "cluster"), "--rest-port", "1"]) == 0
+    out, err = capsys.readouterr()
+    name = "lakeflow.iot.sensor-readings"
+    credentials = tmp_path / "home" / "aws" / "credentials"
+    assert f"wrote AWS profile {name} to {credentials}" in err
+    assert "note: a static TOKEN cannot be renewed" in err
+    assert out.startswith("Flink cluster up: http://localhost:1 ") and f"through AWS profile {name})" in out
+    assert started[0].env()["AWS_PROFILE"] == name
+    assert started[0].env()["AWS_CREDENTIAL_PROFILES_FILE"] == str(credentials)
+    config = (tmp_path / "cluster" / "conf" / "config.yaml").read_text()
+    assert "ProfileCredentialsProvider" in config and "fs.s3a.access.key" not in config
+    for secret in lakekeeper.vended_secrets + lakekeeper.vended_access_keys + [lakekeeper.token]:
+        assert secret not in out + err + config
 
 
 def test_a_cluster_for_a_local_table_needs_no_storage_settings(tmp_path: Path) -> None:
     from lakeflow.ingest.storage import cluster_storage
 
-    handle, conf = cluster_storage(settings_for(tmp_path))
-    assert handle.location.startswith("file://") and conf == {}
+    storage = cluster_storage(settings_for(tmp_path), tmp_path / "aws")
+    assert storage.handle.location.startswith("file://") and storage.conf == {}
+    assert storage.profile is None and storage.env() == {} and not (tmp_path / "aws").exists()
 
 
 # --- committed part files ---------------------------------------------------------------------

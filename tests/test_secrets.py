@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 import pytest
+import requests
+import yaml
 
+from lakeflow.aws_profile import CREDENTIAL_KEYS, PROVIDERS
 from lakeflow.catalog.base import CatalogError
 from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.credentials import to_s3a
@@ -29,6 +32,7 @@ from lakeflow.flink_cluster import FlinkCluster
 from lakeflow.settings import load_settings
 from tests.fixtures_compaction import REPO, make_home, readings, write_parts
 from tests.fixtures_lakekeeper import env_for
+from tests.fixtures_servers import free_port
 from tests.flink_rest_stub import Answer
 from tests.harvest_scenario import RECORDING
 
@@ -36,6 +40,14 @@ LAKEFLOW = str(Path(sys.executable).parent / "lakeflow")
 FLINK_API_TOKEN = "flink-api-t0ken-Zx81Qa"
 DATAHUB_TOKEN = "datahub-gms-t0ken-Pw37Lm"
 WRONG_SECRET = "wr0ng-client-secret-Kq52"
+# What the AWS SDK does with the cluster's environment: find the profile, run its credential_process.
+BOTO3_PROBE = """
+import sys, boto3
+session = boto3.Session()
+session.client("s3", endpoint_url=sys.argv[1], region_name=sys.argv[2]).put_object(
+    Bucket=sys.argv[3], Key=sys.argv[4], Body=b"[]")
+print(session.get_credentials().method)
+"""
 
 
 @dataclass
@@ -238,4 +250,74 @@ def test_ingestion_and_compaction_runs_leave_no_secret_behind(world: World, tmp_
     leaks = secrets.leaks(texts)
     assert not leaks, leaks
     leaks = secrets.file_leaks(tmp_path)
+    assert not leaks, leaks
+
+
+@pytest.mark.slow
+def test_cluster_up_on_s3_keeps_every_key_out_of_the_cluster(world: World, tmp_path: Path):
+    """`lakeflow ingest cluster-up` for an S3 table starts a real standalone cluster with the table's
+    AWS profile in its environment and keyless S3A settings in config.yaml. Flink logs every
+    config.yaml property at start: neither its conf and logs nor the command's output hold a secret
+    or a vended key, and the profile's credential_process, run by boto3 from the TaskManager's
+    environment, writes the table.
+
+    The wheel has no flink-s3-fs-hadoop: an empty placeholder jar in a private FLINK_PLUGINS_DIR
+    satisfies the plugin check (Flink starts with it and loads nothing from it); no S3 write by
+    Flink happens here, the S3A profile provider is exercised in test_credential_refresh.py."""
+    plugins = tmp_path / "plugins"
+    (plugins / "s3-fs-hadoop").mkdir(parents=True)
+    (plugins / "s3-fs-hadoop" / "flink-s3-fs-hadoop-0.jar").touch()
+    home, rest_port = tmp_path / "cluster", free_port()
+    env = {**world.env, "FLINK_PLUGINS_DIR": str(plugins)}
+    settings = load_settings(world.env)
+    vended_before = len(world.lakekeeper.vended_access_keys)
+    cluster = FlinkCluster(home)  # the one cluster-up starts: same home, so stop() finds its pids
+    try:
+        done = lakeflow(env, "ingest", "cluster-up", "--home", str(home), "--rest-port", str(rest_port),
+                        "--rpc-port", str(free_port()), timeout=240)
+        assert done.returncode == 0, done.stderr[-2000:]
+        overview = requests.get(f"http://localhost:{rest_port}/v1/overview", timeout=5).json()
+        assert overview["taskmanagers"] >= 1 and overview["slots-total"] >= 1
+        assert len(world.lakekeeper.vended_access_keys) > vended_before  # the keys kept out were real
+
+        name = "lakeflow.iot.sensor-readings"
+        credentials, env_file = world.home / "aws" / "credentials", world.home / "aws" / f"{name}.env"
+        assert f"wrote AWS profile {name} to {credentials}" in done.stderr
+        assert "static TOKEN" not in done.stderr  # OAuth client credentials: renewable
+        config = yaml.safe_load((home / "conf" / "config.yaml").read_text())
+        assert config["fs.s3a.aws.credentials.provider"] == PROVIDERS["v1"]
+        assert not CREDENTIAL_KEYS & set(config)
+        for path in (credentials, env_file):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
+        logs = "".join(p.read_text() for p in (home / "log").glob("*taskexecutor*.log"))
+        assert f"Loading configuration property: fs.s3a.aws.credentials.provider, {PROVIDERS['v1']}" in logs
+
+        # the TaskManager runs with the profile's environment; boto3 given that environment re-vends
+        (pid,) = cluster.taskmanager_pids()
+        environ = dict(e.split("=", 1) for e in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in e)
+        aws = {k: v for k, v in environ.items() if k.startswith("AWS_")}
+        assert aws == {"AWS_PROFILE": name, "AWS_SHARED_CREDENTIALS_FILE": str(credentials),
+                       "AWS_CREDENTIAL_PROFILES_FILE": str(credentials)}
+        location = LakekeeperCatalog.from_settings(settings).load(settings.namespace, settings.table,
+                                                                  vended=False).location
+        bucket, _, prefix = location.removeprefix("s3://").partition("/")
+        s3 = world.lakekeeper.warehouse.s3
+        calls = len(world.lakekeeper.calls("GET", "/credentials"))
+        probe = subprocess.run(
+            [sys.executable, "-c", BOTO3_PROBE, s3.endpoint, s3.region, bucket, f"{prefix}/cluster-up-probe.json"],
+            env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "AWS_CONFIG_FILE": os.devnull, **aws},
+            capture_output=True, text=True, timeout=120)
+        assert probe.returncode == 0, probe.stderr[-2000:]
+        assert probe.stdout.strip() == "custom-process"
+        assert len(world.lakekeeper.calls("GET", "/credentials")) == calls + 1
+        assert s3.client("s3").head_object(Bucket=bucket, Key=f"{prefix}/cluster-up-probe.json")
+    finally:
+        cluster.stop()
+    assert not cluster.running()
+
+    secrets = world.secrets()
+    leaks = secrets.leaks({**outputs("cluster-up", done), **outputs("boto3 probe", probe)})
+    assert not leaks, leaks
+    assert any((home / "log").glob("*standalonesession*.log"))
+    leaks = secrets.file_leaks(tmp_path, allowed=[env_file])  # cluster conf/ and log/, the profile files
     assert not leaks, leaks

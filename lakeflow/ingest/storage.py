@@ -1,25 +1,30 @@
-"""Where the part files go: the filesystem a location needs, and handing it the table's S3A
-settings (vended credentials included) in the JVM whose TaskManager writes the files.
+"""Where the part files go: the filesystem a location needs, and how the JVM whose TaskManager
+writes the files gets the table's S3A settings and credentials.
 
 Flink's filesystems read their configuration once, when a process initialises them — a
 TaskManager at start, from its ``config.yaml``; a job's own configuration never reaches them.
-So: an in-process MiniCluster (``make run``) gets ``fs.s3a.*`` through
-:func:`configure_filesystems` before the job starts; a standalone cluster gets them in its
-``config.yaml`` (mode 0600) when it is started (``lakeflow ingest cluster-up``). Either way no
-credential appears in the job configuration, a command line or a log.
+So: an in-process MiniCluster (``make run``) gets ``fs.s3a.*`` (vended credentials included)
+through :func:`configure_filesystems` before the job starts; a standalone cluster
+(``lakeflow ingest cluster-up``) gets keyless ``fs.s3a.*`` in its ``config.yaml`` — S3A's
+profile credentials provider — and starts with the table's AWS profile in its environment, whose
+``credential_process`` re-vends before expiry (:mod:`lakeflow.aws_profile`). No key goes into
+``config.yaml``, whose properties Flink logs at start. Either way no credential appears in the
+job configuration, a command line or a log.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Optional
 from urllib.parse import urlparse
 
 from lakeflow.ingest import IngestError
 
 if TYPE_CHECKING:
+    from lakeflow.aws_profile import AwsProfile
     from lakeflow.catalog.base import TableHandle
     from lakeflow.settings import Settings
 
@@ -64,7 +69,8 @@ def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: 
         return
     if not in_process:
         log.info("the cluster's TaskManagers write %s with the fs.s3a.* settings of their config.yaml "
-                 "(start the cluster with `lakeflow ingest cluster-up`)", location)
+                 "and the AWS profile in their environment (start the cluster with `lakeflow ingest "
+                 "cluster-up`)", location)
         return
     from pyflink.java_gateway import get_gateway
 
@@ -76,16 +82,38 @@ def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: 
     jvm.org.apache.flink.core.fs.FileSystem.initialize(conf, plugins)
 
 
-def cluster_storage(settings: "Settings") -> tuple["TableHandle", dict[str, str]]:
-    """The table (registered if need be, loaded with vended credentials) and the ``fs.s3a.*``
-    a standalone cluster's TaskManagers need in their config.yaml to write it (none for file://)."""
+@dataclass(frozen=True)
+class ClusterStorage:
+    """What a standalone cluster needs to write a table: ``conf`` for its config.yaml (keyless
+    ``fs.s3a.*``) and the AWS ``profile`` its processes start with (none for file://, nor when
+    the catalog vends no keys: then the processes' own AWS credentials apply)."""
+
+    handle: "TableHandle"
+    conf: dict[str, str] = field(default_factory=dict)
+    profile: Optional["AwsProfile"] = None
+
+    def env(self) -> dict[str, str]:
+        """Environment for the cluster's processes: the profile's ``AWS_*`` variables."""
+        return self.profile.env() if self.profile else {}
+
+
+def cluster_storage(settings: "Settings", profile_dir: Path) -> ClusterStorage:
+    """The table (registered if need be, loaded with vended credentials) and, for S3, its AWS
+    profile written under ``profile_dir`` with the keyless settings that read it."""
+    from lakeflow.aws_profile import catalog_settings, refreshing, write_profile
     from lakeflow.catalog import open_catalog
-    from lakeflow.credentials import to_s3a
+    from lakeflow.credentials import VendedConfig, to_s3a
 
     catalog = open_catalog(settings)
     catalog.register(settings.namespace, settings.table)
     handle = catalog.load(settings.namespace, settings.table, vended=True)
     require_filesystem(handle.location)
-    if urlparse(handle.location).scheme not in S3_SCHEMES or handle.storage is None:
-        return handle, {}
-    return handle, to_s3a(handle.storage, settings.s3_endpoint).flink()
+    if urlparse(handle.location).scheme not in S3_SCHEMES:
+        return ClusterStorage(handle)
+    vended = handle.storage or VendedConfig(handle.location)
+    s3a = to_s3a(vended, settings.s3_endpoint)
+    if not vended.has_keys:
+        return ClusterStorage(handle, s3a.flink())
+    profile = write_profile(profile_dir, settings.namespace, settings.table,
+                            catalog_settings(settings, catalog.warehouse_id))  # type: ignore[attr-defined]
+    return ClusterStorage(handle, refreshing(s3a).flink(), profile)
