@@ -79,7 +79,7 @@ bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem
 S3A_JARS := build/s3a-jars/hadoop-aws-3.3.1.jar build/s3a-jars/aws-java-sdk-bundle-1.11.901.jar
 .PHONY: s3a-jars
 
-compact: install  ## compact the raw table's JSON part files into Iceberg (spark-submit, local[2]; ARGS=--delete-source …)
+compact: install  ## compact the raw table's JSON part files into Iceberg (engine auto: pyarrow or Spark local[2]; ARGS=--delete-source …)
 	$(VENV)/bin/lakeflow compact $(ARGS)
 
 bench-compact: install  ## compaction rows/s vs a single-process pyarrow baseline, at 1,000,000 and 100,000 readings

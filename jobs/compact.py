@@ -1,10 +1,12 @@
-"""spark-submit entry point: compact the raw table's committed JSON part files into Iceberg.
+"""PySpark job: compact the raw table's committed JSON part files into Iceberg.
 
-    spark-submit --master local[2] jobs/compact.py [--delete-source] [--report PATH] [...]
+    spark-submit --master local[2] jobs/compact.py [--engine auto|spark|arrow] [--delete-source] [...]
+    python jobs/compact.py [...]      # as ``lakeflow compact`` / ``make compact`` run it
 
-(``lakeflow compact`` / ``make compact`` build that command.) Settings and credentials come from
-the environment and ``.env.local``, never from the command line. Every step lives in
-``lakeflow.compaction``; this file is the pipeline, top to bottom.
+The engine (Spark, or pyarrow in the driver for small batches) is chosen per batch; Spark starts
+only when it is needed. Settings and credentials come from the environment and ``.env.local``,
+never from the command line. Every step lives in ``lakeflow.compaction``; this file is the
+pipeline, top to bottom.
 """
 
 import logging
@@ -26,9 +28,9 @@ def main() -> int:
             with lineage_run(config, run.raw, run.target, run.report):  # START … COMPLETE | FAIL
                 recover_orphans(run)                           # files of interrupted runs go
                 batch = discover_new_files(run)                # committed part files not in the ledger
-                read_batch(run, batch)                         # Spark: JSON arrays → rows
+                read_batch(run, batch)                         # engine: JSON arrays → rows
                 quarantine_bad_input(run, batch)               # empty / malformed files, bad records
-                write_parquet(run, batch)                      # Spark: dedupe, size, sort → staged Parquet
+                write_parquet(run, batch)                      # engine: dedupe, size, sort → staged Parquet
                 name_data_files(run, batch)                    # final names (intent recorded first)
                 crash_point(config, "after-write")
                 commit_batch(run, batch)                       # add_files + ledger: one Iceberg commit

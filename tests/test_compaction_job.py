@@ -1,8 +1,10 @@
-"""The compaction job end to end: real spark-submit (local[2]), real pyiceberg, embedded catalogs.
+"""The compaction job end to end: ``lakeflow compact`` with each engine — Spark (local[2]) and
+pyarrow in the driver — real pyiceberg, embedded catalogs.
 
-One scenario, run once per module and shared by the assertions: a crash between writing Parquet
-and committing, the recovering run, a rerun with nothing new, new files (some re-delivering rows
-the table holds) under two concurrent runs, and a run refused by a held lock.
+One scenario per engine, shared by the assertions: a crash between writing Parquet and
+committing, the recovering run, a rerun with nothing new, new files (some re-delivering rows the
+table holds) under two concurrent runs, and a run refused by a held lock. Both engines must give
+the same answers.
 """
 
 from __future__ import annotations
@@ -62,10 +64,11 @@ def expected(rows: list[dict]) -> dict[tuple, dict]:
     return {key(r): {**r, "ts": datetime.fromtimestamp(r["timestamp_ms"] / 1000, tz=timezone.utc)} for r in rows}
 
 
-@pytest.fixture(scope="module")
-def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Raw files as the Flink sink commits them, plus every kind of bad input."""
-    home = make_home(tmp_path_factory.mktemp("compact"))
+@pytest.fixture(scope="module", params=["spark", "arrow"])
+def scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Raw files as the Flink sink commits them, plus every kind of bad input; one engine."""
+    home = make_home(tmp_path_factory.mktemp(f"compact-{request.param}"))
+    home.env["COMPACT_ENGINE"] = request.param
     run_a = readings("run-a", 600, start_ms=START, step_ms=20_000, seed=1)       # 22:00 → 01:20 (two days)
     run_b = readings("run-b", 200, start_ms=DAY + 3_600_000, step_ms=5_000, seed=2)  # same seq values as run-a
     a_files = write_parts(home.raw, run_a, 25, bucket_folders=True)              # 24 files, hourly folders
@@ -81,7 +84,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict:
     broken[5]["location"] = None                                                 # null
     (home.raw / "part-mixed-0-0.json").write_text(json.dumps(broken))
     good_c = [r for i, r in enumerate(run_c) if i not in (2, 5)]
-    return {"home": home, "rows": run_a + run_b + good_c, "run_a": run_a}
+    return {"home": home, "rows": run_a + run_b + good_c, "run_a": run_a, "engine": request.param}
 
 
 # ~5,000 Parquet bytes per row assumed and 1 MiB files: the 833 good rows make 4 files' worth.
@@ -134,6 +137,7 @@ def test_first_run_compacts_every_good_row_exactly_once(scenario: dict, first: S
     home: LakeflowHome = scenario["home"]
     assert first.code == 0, first.stderr[-3000:]
     r = first.report
+    assert r["engine"] == scenario["engine"]
     assert table_rows(home) == expected(scenario["rows"])
     on_disk = sorted(str(p) for p in (home.home / "iceberg").rglob("*.parquet"))
     referenced = sorted(f["file_path"].removeprefix("file://")

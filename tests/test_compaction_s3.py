@@ -1,10 +1,14 @@
-"""The compaction's stages on S3: real S3A code (hadoop-aws 3.3.1) with lakeflow's translated
-``fs.s3a.*`` settings, reading raw files from moto and writing Parquet back, then the pyiceberg
-commit and ledger on the same S3. The raw table and its vended STS credentials come from the
-Lakekeeper stand-in through lakeflow's real client.
+"""The compaction on S3 (a moto server), with each engine: the raw table and its vended STS
+credentials come from the Lakekeeper stand-in through lakeflow's real client; the job reads raw
+files from moto, writes Parquet back, then commits with pyiceberg and writes the ledger on the
+same S3. The Iceberg catalog is an embedded SQL catalog with its warehouse on S3 (the stand-in has
+no Iceberg REST catalog): see tests/compaction_jobs/.
 
-Limits (see RUNTIME-NOTES): that old SDK's signatures are rejected by moto's auth enforcement, so
-moto runs with auth off here: the settings are exercised, the credentials' scoping is not.
+- spark: real S3A code (hadoop-aws 3.3.1) with lakeflow's translated ``fs.s3a.*`` settings, the
+  job's stages under spark-submit. That old SDK's signatures are rejected by moto's auth
+  enforcement (RUNTIME-NOTES), so moto runs with auth off: the settings are exercised, the
+  credentials' scoping is not.
+- arrow: ``lakeflow compact --engine arrow`` (pyarrow's S3 filesystem, no JVM).
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ import io
 import json
 import os
 import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -28,14 +35,40 @@ from tests.fixtures_lakekeeper import env_for
 pytestmark = pytest.mark.slow
 
 DAY = 1763683200000
-DRIVER = REPO / "tests" / "compaction_jobs" / "s3_stages.py"
+JOBS = REPO / "tests" / "compaction_jobs"
 # hadoop-aws 3.3.1 cannot parse hadoop 3.5's "60s"-style defaults: plain numbers (RUNTIME-NOTES)
 DURATIONS = {"spark.hadoop.fs.s3a.threads.keepalivetime": "60", "spark.hadoop.fs.s3a.multipart.purge.age": "86400",
              "spark.hadoop.fs.s3a.connection.establish.timeout": "5000",
              "spark.hadoop.fs.s3a.connection.timeout": "200000"}
+JOB_FLAGS = ["--delete-source", "--move-quarantined"]
 
 
-def test_stages_read_and_write_s3_through_s3a(lakekeeper, moto_server, s3a_jars, tmp_path: Path) -> None:
+@dataclass
+class S3Raw:
+    """The raw table on moto with this test's part files, and the environment to compact it."""
+
+    env: dict
+    location: str
+    vended: dict
+    bucket: str
+    prefix: str
+    s3: object        # boto3 S3 client on moto
+    home: Path
+    report: Path
+    secrets: tuple[str, ...]
+
+    def run(self, cmd: list[str]) -> subprocess.CompletedProcess:
+        done = subprocess.run(cmd, env=commands.submit_env(self.env), cwd=self.home.parent, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+        for secret in self.secrets:
+            assert secret not in done.stdout + done.stderr and secret not in " ".join(cmd)
+        return done
+
+
+@pytest.fixture
+def s3_raw(lakekeeper, moto_server, tmp_path: Path) -> S3Raw:
+    """120 readings in 6 committed part files (an hourly folder), a truncated one, an in-progress one."""
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("LAKEFLOW_", "COMPACT_", "OAUTH_"))},
            **env_for(lakekeeper), "LAKEFLOW_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
     settings = load_settings(env)
@@ -54,28 +87,25 @@ def test_stages_read_and_write_s3_through_s3a(lakekeeper, moto_server, s3a_jars,
 
     env.update({"ICEBERG_WAREHOUSE": f"s3://{bucket}/iceberg", "ICEBERG_S3_ENDPOINT": moto_server.url,
                 "ICEBERG_S3_KEY": "iceberg-writer", "ICEBERG_S3_SECRET": "iceberg-secret-value"})
-    report = tmp_path / "report.json"
-    cmd = [str(commands.spark_home() / "bin" / "spark-submit"), "--master", "local[2]",
-           "--jars", ",".join(str(j) for j in s3a_jars), "--conf", "spark.ui.enabled=false",
-           *[a for k, v in DURATIONS.items() for a in ("--conf", f"{k}={v}")],
-           str(DRIVER), "--report", str(report), "--delete-source", "--move-quarantined"]
-    done = subprocess.run(cmd, env=commands.submit_env(env), capture_output=True, text=True, timeout=300)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-4000:]
-    for secret in (vended["s3.secret-access-key"], vended["s3.session-token"], "iceberg-secret-value",
-                   lakekeeper.token):
-        assert secret not in output and secret not in " ".join(cmd)
+    return S3Raw(env=env, location=handle.location, vended=vended, bucket=bucket, prefix=prefix, s3=s3,
+                 home=tmp_path / "home", report=tmp_path / "report.json",
+                 secrets=(vended["s3.secret-access-key"], vended["s3.session-token"], "iceberg-secret-value",
+                          lakekeeper.token))
 
-    r = json.loads(report.read_text())
+
+def check_compacted(raw: S3Raw, engine: str, moto_url: str) -> pa.Table:
+    """The run's report, the files it left on S3 and its Iceberg commit; the Parquet file written."""
+    r = json.loads(raw.report.read_text())
+    assert r["engine"] == engine
     assert (r["files_in"], r["files_compacted"], r["rows_out"], r["files_out"]) == (7, 6, 120, 1)
     assert r["quarantined"] == [{"file": "part-s3-0-99.json",
                                  "reason": "not a JSON array of reading objects (malformed or truncated JSON)"}]
 
+    bucket, prefix, s3 = raw.bucket, raw.prefix, raw.s3
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
     (data,) = [k for k in keys if k.startswith("iceberg/") and k.endswith(".parquet")]
     assert "/data/ts_day=2025-11-21/sensor-readings-compacted__2025-11-21__20251121T010000000Z__" in data
     table = pq.read_table(io.BytesIO(s3.get_object(Bucket=bucket, Key=data)["Body"].read()))
-    assert b"org.apache.spark.version" in table.schema.metadata  # written by Spark, i.e. through S3A
     assert sorted(table.column("seq").to_pylist()) == list(range(120))
     assert f"{prefix}/_quarantine/part-s3-0-99.json" in keys                       # moved (S3: copy + delete)
     left = [k for k in keys if k.startswith(f"{prefix}/2025-11-21--01/") and not k.endswith("/")]
@@ -84,9 +114,29 @@ def test_stages_read_and_write_s3_through_s3a(lakekeeper, moto_server, s3a_jars,
     assert r["ledger"].startswith(f"s3://{bucket}/{prefix}/_lakeflow/compaction/iot.sensor-readings-compacted/ledger-")
 
     from pyiceberg.catalog.sql import SqlCatalog
-    catalog = SqlCatalog("s3test", uri=f"sqlite:///{tmp_path / 'home' / 'iceberg.db'}", warehouse=env["ICEBERG_WAREHOUSE"],
-                         **{"s3.endpoint": moto_server.url, "s3.region": "us-east-1", "s3.access-key-id": "k",
+    catalog = SqlCatalog("s3test", uri=f"sqlite:///{raw.home / 'iceberg.db'}", warehouse=raw.env["ICEBERG_WAREHOUSE"],
+                         **{"s3.endpoint": moto_url, "s3.region": "us-east-1", "s3.access-key-id": "k",
                             "s3.secret-access-key": "s"})
     committed = catalog.load_table(("iot", "sensor-readings-compacted")).scan().to_arrow()
     assert sorted(committed.column("seq").to_pylist()) == list(range(120))
-    assert Storage(handle.location, vended).exists(r["ledger"].split(f"{prefix}/", 1)[1])
+    assert Storage(raw.location, raw.vended).exists(r["ledger"].split(f"{prefix}/", 1)[1])
+    return table
+
+
+def test_spark_engine_reads_and_writes_s3_through_s3a(s3_raw: S3Raw, moto_server, s3a_jars) -> None:
+    cmd = [str(commands.spark_home() / "bin" / "spark-submit"), "--master", "local[2]",
+           "--jars", ",".join(str(j) for j in s3a_jars), "--conf", "spark.ui.enabled=false",
+           *[a for k, v in DURATIONS.items() for a in ("--conf", f"{k}={v}")],
+           str(JOBS / "s3_stages.py"), "--engine", "spark", "--report", str(s3_raw.report), *JOB_FLAGS]
+    s3_raw.run(cmd)
+    table = check_compacted(s3_raw, "spark", moto_server.url)
+    assert b"org.apache.spark.version" in table.schema.metadata  # written by Spark, i.e. through S3A
+
+
+def test_arrow_engine_reads_and_writes_s3_with_pyarrow(s3_raw: S3Raw, moto_server) -> None:
+    cmd = [sys.executable, str(JOBS / "s3_cli.py"), "compact", "--engine", "arrow", "--report", str(s3_raw.report),
+           *JOB_FLAGS]
+    done = s3_raw.run(cmd)
+    table = check_compacted(s3_raw, "arrow", moto_server.url)
+    assert b"org.apache.spark.version" not in (table.schema.metadata or {})  # written by pyarrow
+    assert "log4j" not in done.stderr                                       # no JVM started

@@ -344,20 +344,24 @@ def test_lock_refuses_a_second_run(tmp_path: Path) -> None:
 
 def test_launcher_puts_no_secret_on_the_command_line(tmp_path: Path) -> None:
     import argparse
+    import shlex
 
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
     commands.register(sub)
     args = parser.parse_args(["compact", "--delete-source", "--target-file-mb", "64", "--report", "r.json",
-                              "--spark-conf", "spark.sql.shuffle.partitions=4"])
-    cmd = commands.submit_command(job_argv(args), master=args.master, spark_conf=args.spark_conf)
+                              "--engine", "spark", "--spark-conf", "spark.sql.shuffle.partitions=4"])
+    options = commands.spark_options(args.master, args.spark_conf)
+    job = [str(commands.JOB), "--target-file-mb", "64", "--engine", "spark", "--delete-source", "--report",
+           str(Path("r.json").resolve())]
+    cmd = commands.submit_command(job_argv(args), options)
     assert cmd[0].endswith("pyspark/bin/spark-submit") and cmd[1:3] == ["--master", "local[2]"]
-    assert cmd[-6:] == [str(commands.JOB), "--target-file-mb", "64", "--delete-source", "--report",
-                        str(Path("r.json").resolve())]
+    assert cmd[-len(job):] == job
     assert "spark.sql.shuffle.partitions=4" in cmd and "spark.ui.enabled=false" in cmd
-    env = commands.submit_env({"TOKEN": "tok-123", "PATH": "/usr/bin"})
+    env = commands.submit_env({"TOKEN": "tok-123", "PATH": "/usr/bin"}, options)
     assert env["TOKEN"] == "tok-123" and not any("tok-123" in part for part in cmd)
     assert env["SPARK_HOME"].endswith("pyspark") and env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert shlex.split(env["PYSPARK_SUBMIT_ARGS"]) == [*options, "pyspark-shell"]
 
 
 def test_report_summary(tmp_path: Path) -> None:

@@ -1,14 +1,20 @@
-"""``lakeflow compact``: spark-submit ``jobs/compact.py`` with the virtualenv's Python.
+"""``lakeflow compact``: run ``jobs/compact.py`` with the virtualenv's Python.
 
-Only non-secret flags go on the spark-submit command line; the job reads settings and
-credentials from the environment (inherited) and ``.env.local`` inside the driver.
+The job is a PySpark driver that starts Spark only when its engine is ``spark``
+(:mod:`lakeflow.compaction.engine`): here, run in this process, through PySpark's own launcher
+given the spark-submit options in ``PYSPARK_SUBMIT_ARGS``; on a cluster through ``spark-submit jobs/compact.py``
+(``--print-command``). Small batches (the ``arrow`` engine) start no JVM at all. Only non-secret
+flags go on either command line; the job reads settings and credentials from the environment
+(inherited) and ``.env.local`` inside the driver.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
-import subprocess
+import runpy
+import shlex
 import sys
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -21,9 +27,10 @@ JOB = Path(__file__).resolve().parents[2] / "jobs" / "compact.py"
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``lakeflow compact`` to the ``lakeflow`` parser."""
     p = subparsers.add_parser(
-        "compact", help="compact the raw table's JSON part files into an Iceberg table (spark-submit)",
-        description="Run jobs/compact.py with spark-submit: new committed part files of NAMESPACE.TABLE "
-                    "→ Parquet → one atomic Iceberg commit (with the ledger of consumed files). "
+        "compact", help="compact the raw table's JSON part files into an Iceberg table (PySpark job)",
+        description="Run jobs/compact.py: new committed part files of NAMESPACE.TABLE → Parquet → one "
+                    "atomic Iceberg commit (with the ledger of consumed files). Spark (--master, "
+                    "--spark-conf, --jars) starts only for the spark engine. "
                     "Exit codes: 0 done, 2 error, 3 another run holds the lock.")
     add_arguments(p)
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
@@ -35,32 +42,52 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def spark_home() -> Path:
-    """The installed pyspark package: a complete SPARK_HOME."""
-    import pyspark
+    """The installed pyspark package: a complete SPARK_HOME (found without importing it: 0.5 s)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("pyspark is not installed in this environment: make install")
+    return Path(spec.submodule_search_locations[0]).resolve()
 
-    return Path(pyspark.__file__).resolve().parent
 
-
-def submit_command(job_args: Sequence[str], *, master: str = "local[2]", spark_conf: Sequence[str] = (),
-                   jars: str = "") -> list[str]:
-    """The spark-submit command line for ``jobs/compact.py`` (non-secret values only)."""
+def spark_options(master: str = "local[2]", spark_conf: Sequence[str] = (), jars: str = "") -> list[str]:
+    """spark-submit's options (non-secret values only)."""
     confs = {"spark.ui.enabled": "false"} if master.startswith("local") else {}
     for item in spark_conf:
         key, sep, value = item.partition("=")
         if not sep:
             raise SystemExit(f"--spark-conf {item!r}: expected KEY=VALUE")
         confs[key] = value
-    cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", master]
+    out = ["--master", master]
     for key, value in confs.items():
-        cmd += ["--conf", f"{key}={value}"]
+        out += ["--conf", f"{key}={value}"]
     if jars:
-        cmd += ["--jars", jars]
-    return [*cmd, str(JOB), *job_args]
+        out += ["--jars", jars]
+    return out
 
 
-def submit_env(base: Mapping[str, str]) -> dict[str, str]:
-    """The environment spark-submit runs in: this Python for driver and workers, pyspark as SPARK_HOME."""
+def submit_command(job_args: Sequence[str], options: Sequence[str]) -> list[str]:
+    """The spark-submit command line for ``jobs/compact.py`` (a cluster's way to run it)."""
+    return [str(spark_home() / "bin" / "spark-submit"), *options, str(JOB), *job_args]
+
+
+def run_job(job_args: Sequence[str], options: Sequence[str]) -> int:
+    """Run ``jobs/compact.py`` in this process, as ``python jobs/compact.py`` would (no second
+    interpreter to start); Spark, when needed, finds its options in the environment."""
+    os.environ.update(submit_env(os.environ, options))
+    sys.argv = [str(JOB), *job_args]
+    try:
+        runpy.run_path(str(JOB), run_name="__main__")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    return 0
+
+
+def submit_env(base: Mapping[str, str], options: Sequence[str] = ()) -> dict[str, str]:
+    """The environment the job runs in: this Python for driver and workers, pyspark as SPARK_HOME,
+    and ``options`` for PySpark's launcher (``PYSPARK_SUBMIT_ARGS``) when given."""
     env = dict(base)
+    if options:
+        env["PYSPARK_SUBMIT_ARGS"] = shlex.join([*options, "pyspark-shell"])
     env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env["SPARK_HOME"] = str(spark_home())
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -73,8 +100,11 @@ def _compact(args: argparse.Namespace) -> int:
         print(f"lakeflow compact: {JOB} not found: run from a lakeflow checkout (pip install -e .)",
               file=sys.stderr)
         return 2
-    cmd = submit_command(job_argv(args), master=args.master, spark_conf=args.spark_conf, jars=args.jars)
-    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
+    options = spark_options(args.master, args.spark_conf, args.jars)
     if args.print_command:
+        print(shlex.join(submit_command(job_argv(args), options)))
         return 0
-    return subprocess.run(cmd, env=submit_env(os.environ)).returncode
+    job_args = job_argv(args)
+    print(f"$ {shlex.join([str(JOB), *job_args])}  (Spark if needed: {shlex.join(options)})", file=sys.stderr,
+          flush=True)
+    return run_job(job_args, options)

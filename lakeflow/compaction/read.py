@@ -13,35 +13,18 @@ values and has nulls where those were. The rows are cached: the summary and the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Sequence
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from lakeflow.compaction.engine import FileSummary
 from lakeflow.compaction.schema import FIELDS, NAMES, TIME
 from lakeflow.compaction.storage import FileEntry, Storage
 
 FILE = "_file"
-
-
-@dataclass(frozen=True)
-class FileSummary:
-    """What Spark found in one part file."""
-
-    uri: str                 # as Spark names it (``Storage.spark_path``)
-    rows: int
-    bad_rows: int            # rows with a missing, null or mistyped field
-    all_null_rows: int       # rows with no usable field at all
-    min_ms: Optional[int]    # time range of its good rows
-    max_ms: Optional[int]
-
-    @property
-    def malformed(self) -> bool:
-        """The file did not parse as an array of objects: a single row of nulls is all Spark made of it."""
-        return self.rows == 1 and self.all_null_rows == 1
 
 
 def read_schema() -> StructType:
@@ -75,8 +58,9 @@ def _bad() -> Column:
     return out
 
 
-def summarize(rows: DataFrame) -> list[FileSummary]:
-    """One summary per file that produced rows (files holding ``[]``, or nothing, are absent)."""
+def summarize(rows: DataFrame) -> dict[str, FileSummary]:
+    """Per file that produced rows (by Spark's name for it), what it held. Files holding ``[]``, or
+    nothing, are absent; a file that did not parse as an array of objects is a single row of nulls."""
     all_null = F.col(NAMES[0]).isNull()
     for n in NAMES[1:]:
         all_null = all_null & F.col(n).isNull()
@@ -86,8 +70,8 @@ def summarize(rows: DataFrame) -> list[FileSummary]:
                 F.sum(all_null.cast("int")).alias("all_null"),
                 F.min(F.when(good, F.col(TIME))).alias("lo"), F.max(F.when(good, F.col(TIME))).alias("hi"))
            .collect())
-    return [FileSummary(uri=r[FILE], rows=r["rows"], bad_rows=int(r["bad"]), all_null_rows=int(r["all_null"]),
-                        min_ms=r["lo"], max_ms=r["hi"]) for r in out]
+    return {r[FILE]: FileSummary(rows=r["rows"], bad_rows=int(r["bad"]), malformed=r["rows"] == 1 and r["all_null"] == 1,
+                                 min_ms=r["lo"], max_ms=r["hi"]) for r in out}
 
 
 def good_rows(rows: DataFrame) -> DataFrame:

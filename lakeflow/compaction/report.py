@@ -32,6 +32,7 @@ class Report:
     target: str                          # Iceberg table (namespace.name)
     started_at: str = field(default_factory=lambda: _now())
     status: str = "running"              # running | complete | failed
+    engine: str = ""                     # spark | arrow (none when nothing was new)
     files_listed: int = 0                # committed part files under the raw location
     files_ignored: int = 0               # other files there (hidden, in progress, bookkeeping)
     files_already_consumed: int = 0      # listed files the ledger already holds
@@ -96,7 +97,8 @@ class Report:
     def summary_lines(self) -> list[str]:
         ratio = self.small_file_reduction
         lines = [
-            f"compaction {self.run_id} {self.status} in {self.duration_s:.1f} s: {self.source} → {self.target}",
+            f"compaction {self.run_id} {self.status} in {self.duration_s:.1f} s: {self.source} → {self.target}"
+            + (f" ({self.engine} engine)" if self.engine else ""),
             f"  files in   {self.files_in} new ({self.files_compacted} compacted, {self.files_quarantined} "
             f"quarantined; {self.files_already_consumed} done before, {self.files_ignored} ignored)",
             f"  rows       {self.rows_in} in → {self.rows_out} out ({self.duplicates_dropped} duplicates, "

@@ -1,7 +1,7 @@
 """The stages of one compaction run, in the order ``jobs/compact.py`` calls them.
 
 Each stage is a few calls into the focused modules and records what it did in the run's report.
-A batch with no new files passes through every stage as a no-op (and starts no Spark session).
+A batch with no new files passes through every stage as a no-op (and starts no engine).
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ from lakeflow.compaction.source import RawTable, open_raw
 from lakeflow.compaction.storage import FileEntry
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-    from lakeflow.compaction.read import FileSummary
+    from lakeflow.compaction.engine import Engine, FileSummary
 
 log = logging.getLogger("lakeflow.compaction")
 STAGING = "data/_staging"
@@ -46,16 +44,7 @@ class Run:
     ledger: Ledger = field(default_factory=Ledger)
     listing: Listing = field(default_factory=lambda: Listing(parts=(), ignored=0))
     intent: Optional[Intent] = None
-    _spark: Optional["SparkSession"] = None
-
-    @property
-    def spark(self) -> "SparkSession":
-        if self._spark is None:
-            from lakeflow.compaction.session import spark_session
-
-            with stage("spark", "starting the Spark session"):
-                self._spark = spark_session(f"lakeflow-compact {self.config.target_name}", self.raw.s3a)
-        return self._spark
+    engine: Optional["Engine"] = None   # started for a batch with new files
 
 
 @dataclass
@@ -63,8 +52,7 @@ class Batch:
     """This run's new part files and what becomes of them, stage by stage."""
 
     files: list[FileEntry]
-    rows: Optional["DataFrame"] = None                               # every row read (cached)
-    summaries: dict[str, "FileSummary"] = field(default_factory=dict)  # rel → what Spark found
+    summaries: dict[str, "FileSummary"] = field(default_factory=dict)  # rel → what the engine found
     sorted: Optional[Sorted] = None
     staged: list[DataFileStats] = field(default_factory=list)
     data_files: list[str] = field(default_factory=list)             # final, target-relative
@@ -107,26 +95,26 @@ def discover_new_files(run: Run) -> Batch:
 
 
 def read_batch(run: Run, batch: Batch) -> None:
-    """Spark: explode every new file's JSON array into rows; summarise per file."""
+    """Start the engine the batch's size calls for; explode every new file's JSON array into rows."""
     if not batch.files:
         return
-    from lakeflow.compaction.read import read_parts, summarize
-    from lakeflow.compaction.session import spark_progress
+    from lakeflow.compaction.engine import choose, open_engine
 
-    spark = run.spark
-    with stage("read", f"{len(batch.files)} new part files ({sum(f.size for f in batch.files)} bytes)"), \
-            spark_progress(spark, "read"):
-        batch.rows = read_parts(spark, run.raw.storage, batch.files)
-        rels = {run.raw.storage.spark_path(f.rel): f.rel for f in batch.files}
-        batch.summaries = {rels[s.uri]: s for s in summarize(batch.rows)}
+    c, size = run.config, sum(f.size for f in batch.files)
+    name = choose(c.engine, size, c.arrow_max_bytes)
+    log.info("[read] engine %s (%s; %d bytes, arrow up to %d)", name,
+             "chosen by size" if c.engine == "auto" else "as asked", size, c.arrow_max_bytes)
+    run.report.engine = name
+    run.engine = open_engine(name, run.raw.storage, run.target.storage, run.raw.s3a, run.target.s3a,
+                             f"lakeflow-compact {c.target_name}")
+    with stage("read", f"{len(batch.files)} new part files ({size} bytes)"):
+        batch.summaries = run.engine.read(batch.files)
 
 
 def quarantine_bad_input(run: Run, batch: Batch) -> None:
     """Set aside empty and malformed files and records failing the schema, with their reasons."""
     if not batch.files:
         return
-    from lakeflow.compaction.read import write_bad_records
-
     s = batch.summaries
     reasons = {rel: MALFORMED for rel, x in s.items() if x.malformed}
     reasons.update(unread_reasons(run.raw.storage, [f for f in batch.files if f.rel not in s]))
@@ -142,35 +130,30 @@ def quarantine_bad_input(run: Run, batch: Batch) -> None:
     for q in r.quarantined:
         log.warning("[quarantine] %s: %s", q["file"], q["reason"])
     if r.rows_quarantined:
-        assert run.intent is not None
-        uri = run.raw.storage.hadoop_uri(run.intent.records)
+        assert run.intent is not None and run.engine is not None
+        uri = run.raw.storage.uri(run.intent.records)
         with stage("quarantine", f"{r.rows_quarantined} records failing the schema → {uri}"):
-            write_bad_records(batch.rows, _uris(batch, sorted_.quarantined), uri)
-        r.records_path = run.raw.storage.uri(run.intent.records)
+            run.engine.write_bad_records([f.rel for f in sorted_.quarantined], run.intent.records)
+        r.records_path = uri
 
 
 def write_parquet(run: Run, batch: Batch) -> None:
-    """Spark: de-duplicate (batch and table), size, sort and write Parquet into the staging folder."""
+    """The engine: de-duplicate (batch and table), size, sort and write Parquet into the staging folder."""
     sorted_ = batch.sorted
     good = run.report.rows_in - run.report.rows_quarantined
     if sorted_ is None or good == 0:
         return
-    from lakeflow.compaction.read import good_rows
-    from lakeflow.compaction.session import spark_progress, table_options
-    from lakeflow.compaction.write import compacted, existing_keys, file_count, staged_files, write_staged
+    from lakeflow.compaction.output import file_count, staged_files
 
-    assert batch.rows is not None and run.intent is not None
+    assert run.engine is not None and run.intent is not None
     ranges = [batch.summaries[f.rel] for f in sorted_.compacted if batch.summaries.get(f.rel)]
     lo = min(x.min_ms for x in ranges if x.min_ms is not None)
     hi = max(x.max_ms for x in ranges if x.max_ms is not None)
-    options = table_options(run.target.s3a)
     overlapping = run.target.files_overlapping(lo, hi)
     log.info("[write] %d table file(s) overlap the batch's time range: checking their keys", len(overlapping))
     files = file_count(good, run.config.target_file_bytes, run.target.bytes_per_row(run.config.bytes_per_row))
-    rows = compacted(good_rows(batch.rows), existing_keys(run.spark, overlapping, options), files)
-    uri = run.target.storage.hadoop_uri(run.intent.staging)
-    with stage("write", f"{good} rows → about {files} Parquet file(s) in {uri}"), spark_progress(run.spark, "write"):
-        write_staged(rows, uri, options)
+    with stage("write", f"{good} rows → about {files} Parquet file(s) in {run.target.storage.uri(run.intent.staging)}"):
+        run.engine.write(overlapping, files, run.intent.staging)
     batch.staged = staged_files(run.target.storage, run.intent.staging)
     r = run.report
     r.rows_out = sum(f.rows for f in batch.staged)
@@ -218,8 +201,6 @@ def commit_batch(run: Run, batch: Batch) -> None:
 
 def tidy_up(run: Run, batch: Batch) -> None:
     """After the commit: drop the staging folder and old ledger; delete / move consumed raw files."""
-    if batch.rows is not None:
-        batch.rows.unpersist()
     if run.intent is not None:
         finish(run.raw.storage, run.target.storage, run.config.state_dir, run.intent)
     if run.config.move_quarantined:
@@ -242,13 +223,8 @@ def emit_report(run: Run) -> None:
 
 
 def close(run: Run) -> None:
-    if run._spark is not None:
-        run._spark.stop()
-
-
-def _uris(batch: Batch, files: tuple[FileEntry, ...]) -> list[str]:
-    """Spark's names of those ``files`` that produced rows."""
-    return [batch.summaries[f.rel].uri for f in files if f.rel in batch.summaries]
+    if run.engine is not None:
+        run.engine.close()
 
 
 def exit_code(main: Callable[[], int]) -> int:

@@ -9,6 +9,7 @@ options, with S3A's FileSystem cache bypassed so each table is accessed with its
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from contextlib import contextmanager
 from typing import Iterator, Optional
@@ -33,6 +34,8 @@ SESSION_CONF = {
 def spark_session(app_name: str, raw_s3a: Optional[S3ASettings]) -> SparkSession:
     """The session (master and resources come from spark-submit), with the raw table's S3A settings."""
     builder = SparkSession.builder.appName(app_name)
+    if not _launched_with_master():
+        builder = builder.master("local[*]")
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
     if raw_s3a is not None:
@@ -45,6 +48,11 @@ def spark_session(app_name: str, raw_s3a: Optional[S3ASettings]) -> SparkSession
         if not conf.contains(key):  # spark-submit --conf wins
             spark.conf.set(key, value)
     return spark
+
+
+def _launched_with_master() -> bool:
+    """Whether spark-submit started this driver, or PySpark's launcher will be given a master."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
 
 
 def tuning(parallelism: int, *, local_raw: bool) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Spark side, writing: de-duplicate, derive ``ts``, size the files, write Parquet into a staging folder.
+"""Spark engine, writing: de-duplicate, derive ``ts``, partition, write Parquet into a staging folder.
 
 Rows are de-duplicated on (run_id, seq) within the batch and against the rows the table already
 holds in the batch's time range (two ingestion runs reusing ``seq`` values differ in ``run_id`` and
@@ -11,22 +11,15 @@ Shuffles are what cost here: one output file (up to the target size) takes a sin
 
 from __future__ import annotations
 
-import math
 from typing import Mapping, Optional, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakeflow.compaction.naming import DataFileStats
 from lakeflow.compaction.schema import DAY, KEY, NAMES, TIME, TS
-from lakeflow.compaction.storage import Storage, hadoop_uri
+from lakeflow.compaction.storage import hadoop_uri
 
 ORDER = (DAY, TIME, *KEY)  # file layout: by day, then time; (run_id, seq) makes it total
-
-
-def file_count(rows: int, target_bytes: int, bytes_per_row: float) -> int:
-    """How many output files ``rows`` rows make at the target size (at least one)."""
-    return max(1, math.ceil(rows * bytes_per_row / target_bytes))
 
 
 def existing_keys(spark: SparkSession, data_files: Sequence[str],
@@ -56,31 +49,3 @@ def write_staged(rows: DataFrame, uri: str, options: Mapping[str, str]) -> None:
     """Write each partition of ``rows``, sorted, as one Parquet file per day under ``uri``/ts_day=…/."""
     (rows.sortWithinPartitions(*ORDER).select(*NAMES, TS, DAY)
      .write.options(**options).mode("errorifexists").partitionBy(DAY).parquet(uri))
-
-
-def staged_files(target: Storage, staging: str) -> list[DataFileStats]:
-    """The Parquet files Spark wrote under ``staging``, with rows, size and time range from footers."""
-    out = []
-    for entry in target.list(staging):
-        name = entry.rel.rsplit("/", 1)[-1]
-        if not name.endswith(".parquet") or name.startswith((".", "_")):
-            continue
-        folder = entry.rel.rsplit("/", 2)[-2]
-        if not folder.startswith(f"{DAY}="):
-            raise RuntimeError(f"unexpected staged file {entry.rel}: expected it under {DAY}=YYYY-MM-DD/")
-        meta = target.parquet_metadata(entry.rel)
-        col = meta.schema.to_arrow_schema().get_field_index(TIME)
-        lows, highs = [], []
-        for g in range(meta.num_row_groups):
-            stats = meta.row_group(g).column(col).statistics
-            if meta.row_group(g).num_rows == 0:
-                continue
-            if stats is None or not stats.has_min_max:
-                raise RuntimeError(f"{entry.rel}: no min/max statistics for {TIME}")
-            lows.append(stats.min)
-            highs.append(stats.max)
-        if not lows:
-            continue
-        out.append(DataFileStats(rel=entry.rel, day=folder.split("=", 1)[1], rows=meta.num_rows,
-                                 size=entry.size, min_ms=min(lows), max_ms=max(highs)))
-    return out

@@ -1,13 +1,15 @@
-"""The compaction job (``lakeflow compact`` → spark-submit, local[2], embedded catalogs) under faults.
+"""The compaction job (``lakeflow compact``, embedded catalogs) under faults.
 
-- ``compact-kill``: each cycle adds a batch of raw part files, starts a run and SIGKILLs its whole
-  process tree (spark-submit, the JVM, the Python driver) at a chosen point — before the write
+- ``compact-kill``: with the Spark engine (local[2]), each cycle adds a batch of raw part files,
+  starts a run and SIGKILLs its whole process tree (the Python driver, spark-submit, the JVM) at a
+  chosen point — before the write
   (Spark reading), mid-write (Spark writing Parquet), or between write and commit (data files named,
   not committed) — then reruns, kills that rerun too, and reruns to completion. After every kill the
   table shows the batch entirely or not at all; after every completed rerun it holds each reading
   exactly once and no orphan data file.
-- ``bad-files``: 1,000 part files, one corrupt, one truncated, one empty: those three are
-  quarantined and reported with a reason, the other 997 compacted, every good reading once.
+- ``bad-files`` (Spark engine) and ``bad-files-arrow`` (pyarrow engine): 1,000 part files, one
+  corrupt, one truncated, one empty: those three are quarantined and reported with a reason, the
+  other 997 compacted, every good reading once.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def compact_kill(workdir: Path, *, kills: int = 10, batch_rows: int = 200, per_f
     rnd = random.Random(seed)
     with timed(result):
         home = make_home(workdir)
+        home.env["COMPACT_ENGINE"] = "spark"  # kill spark-submit (the arrow engine: bad-files-arrow)
         points = [name for _ in range(kills) for name in KILL_POINTS][:kills]
         rnd.shuffle(points)
         expected: set[tuple[str, int]] = set()
@@ -132,10 +135,12 @@ def compact_kill(workdir: Path, *, kills: int = 10, batch_rows: int = 200, per_f
     return result
 
 
-def bad_files(workdir: Path, *, files: int = 1000, per_file: int = 10) -> Result:
-    result = Result("bad-files", zeros=("lost", "duplicated", "unreported"))
+def bad_files(workdir: Path, *, engine: str = "spark", files: int = 1000, per_file: int = 10) -> Result:
+    result = Result("bad-files" if engine == "spark" else f"bad-files-{engine}",
+                    zeros=("lost", "duplicated", "unreported"))
     with timed(result):
         home = make_home(workdir)
+        home.env["COMPACT_ENGINE"] = engine
         rows = readings("run-bad-files", files * per_file, start_ms=DAY, step_ms=1_000, seed=7)
         paths = write_parts(home.raw, rows, per_file)
         corrupt, truncated, empty = paths[files // 10], paths[files // 2], paths[files * 9 // 10]

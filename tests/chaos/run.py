@@ -27,6 +27,7 @@ SCENARIOS: dict[str, Callable[[Path], Result]] = {
     "tm-kill": tm_kill,
     "compact-kill": compact_kill,
     "bad-files": bad_files,
+    "bad-files-arrow": lambda workdir: bad_files(workdir, engine="arrow"),
     "lakekeeper-faults": lakekeeper_faults,
     "oauth-expiry": oauth_expiry,
     "harvest-garbage": harvest_garbage,

@@ -9,6 +9,7 @@ catalog. Everything after opening the two tables is the job's own code, in the j
 import logging
 import os
 import sys
+from pathlib import Path
 
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -22,16 +23,19 @@ from lakeflow.compaction.run import (Run, close, commit_batch, discover_new_file
 from lakeflow.compaction.source import open_raw
 
 
+def s3_catalog(home: Path) -> SqlCatalog:
+    """The embedded SQL catalog in ``home`` with its warehouse on S3 (``ICEBERG_*`` variables)."""
+    home.mkdir(parents=True, exist_ok=True)
+    return SqlCatalog("s3test", uri=f"sqlite:///{home / 'iceberg.db'}", warehouse=os.environ["ICEBERG_WAREHOUSE"],
+                      **{"s3.endpoint": os.environ["ICEBERG_S3_ENDPOINT"], "s3.region": "us-east-1",
+                         "s3.access-key-id": os.environ["ICEBERG_S3_KEY"],
+                         "s3.secret-access-key": os.environ["ICEBERG_S3_SECRET"]})
+
+
 def main() -> int:
     config = load_config(sys.argv[1:])
     raw = open_raw(config.settings)  # Lakekeeper stand-in: vended credentials for the raw table
-    config.settings.home.mkdir(parents=True, exist_ok=True)
-    catalog = SqlCatalog("s3test", uri=f"sqlite:///{config.settings.home / 'iceberg.db'}",
-                         warehouse=os.environ["ICEBERG_WAREHOUSE"],
-                         **{"s3.endpoint": os.environ["ICEBERG_S3_ENDPOINT"], "s3.region": "us-east-1",
-                            "s3.access-key-id": os.environ["ICEBERG_S3_KEY"],
-                            "s3.secret-access-key": os.environ["ICEBERG_S3_SECRET"]})
-    target = open_target(catalog, config.namespace, config.target_table, raw.location)
+    target = open_target(s3_catalog(config.settings.home), config.namespace, config.target_table, raw.location)
     run = Run(config=config, raw=raw, target=target, ledger=load_ledger(raw.storage, target.ledger_pointer),
               report=Report(run_id=config.run_id, source=raw.location, target=config.target_name))
     try:
