@@ -71,15 +71,14 @@ class ArrowEngine:
         rows = rows.append_column(TS, pc.cast(pc.cast(rows[TIME], pa.timestamp("ms", tz="UTC")),
                                               pa.timestamp("us", tz="UTC")))
         days = rows[TIME].to_numpy() // DAY_MS
-        with stage("write", f"{rows.num_rows} rows → {files} range(s) of Parquet under {self.target.uri(staging)}"):
-            step = -(-rows.num_rows // files) if rows.num_rows else 1
-            for part, start in enumerate(range(0, rows.num_rows, step)):
-                piece = days[start:start + step]
-                cuts = [0, *(np.flatnonzero(piece[1:] != piece[:-1]) + 1), len(piece)]
-                for lo, hi in zip(cuts, cuts[1:]):
-                    day = datetime.fromtimestamp(int(piece[lo]) * 86_400, timezone.utc).strftime("%Y-%m-%d")
-                    self.target.write_parquet(f"{staging}/{DAY}={day}/part-{part:05d}.parquet",
-                                              rows.slice(start + lo, hi - lo))
+        step = -(-rows.num_rows // files) if rows.num_rows else 1
+        for part, start in enumerate(range(0, rows.num_rows, step)):  # each range: one file per day in it
+            piece = days[start:start + step]
+            cuts = [0, *(np.flatnonzero(piece[1:] != piece[:-1]) + 1), len(piece)]
+            for lo, hi in zip(cuts, cuts[1:]):
+                day = datetime.fromtimestamp(int(piece[lo]) * 86_400, timezone.utc).strftime("%Y-%m-%d")
+                self.target.write_parquet(f"{staging}/{DAY}={day}/part-{part:05d}.parquet",
+                                          rows.slice(start + lo, hi - lo))
 
     def close(self) -> None:
         self.rows = None
