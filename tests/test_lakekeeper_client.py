@@ -195,8 +195,9 @@ def test_a_lost_answer_is_replayed_not_created_twice(lakekeeper):
 
 def test_request_in_progress_is_waited_out(lakekeeper):
     # The first attempt outlives the client's timeout; its retry finds it still running (409
-    # RequestInProgress), waits and is then answered with the first attempt's result.
-    lakekeeper.faults.delay(1.0, method="POST")
+    # RequestInProgress), waits and is then answered with the first attempt's result. Retries at
+    # ~0.7, 1.3 and 2.5 s: the first lands well inside the 2 s the first attempt is in flight.
+    lakekeeper.faults.delay(2.0, method="POST")
     catalog = client(lakekeeper, options=HttpOptions(timeout=0.4, max_retries=4, backoff=0.3, jitter=0))
     assert catalog.register(NS, "slow").created
     statuses = [r.status for r in lakekeeper.calls("POST")]
