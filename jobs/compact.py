@@ -14,18 +14,18 @@ import sys
 
 from lakeflow.compaction.config import crash_point, load_config
 from lakeflow.compaction.lineage import lineage_run
-from lakeflow.compaction.lock import run_lock
 from lakeflow.compaction.run import (begin, close, commit_batch, discover_new_files, emit_report, exit_code,
-                                     name_data_files, quarantine_bad_input, read_batch, recover_orphans,
-                                     tidy_up, write_parquet)
+                                     hold_lease, name_data_files, plan, quarantine_bad_input, read_batch,
+                                     recover_orphans, tidy_up, write_parquet)
 
 
 def main() -> int:
     config = load_config(sys.argv[1:])
-    with run_lock(config.lock_path, config.target_name):      # one run per target table at a time
-        run = begin(config)                                    # raw table, Iceberg table, ledger
+    run = begin(config)                                        # raw table, Iceberg table (created on first use)
+    with hold_lease(run):                                      # one run per target table at a time, on any host
         try:
             with lineage_run(config, run.raw, run.target, run.report):  # START … COMPLETE | FAIL
+                plan(run)                                      # the snapshot planned on, and its ledger
                 recover_orphans(run)                           # files of interrupted runs go
                 batch = discover_new_files(run)                # committed part files not in the ledger
                 read_batch(run, batch)                         # engine: JSON arrays → rows

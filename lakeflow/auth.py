@@ -12,13 +12,14 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Optional, Protocol
 
 import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
 from requests.auth import AuthBase
 
-from lakeflow.http import HttpOptions, configure
+from lakeflow.http import HttpOptions, Origin, configure, origin
 from lakeflow.secret import Secret
 from lakeflow.settings import Settings
 
@@ -127,7 +128,8 @@ class OAuthClientCredentials:
 
 
 class BearerAuth(AuthBase):
-    """requests auth: ``Authorization: Bearer <token>``; on a 401, renew the token, retry once."""
+    """requests auth: ``Authorization: Bearer <token>``; on a 401 from the origin the request was
+    made to (not one a redirect led to), renew the token and retry once."""
 
     def __init__(self, provider: TokenProvider) -> None:
         self.provider = provider
@@ -138,11 +140,11 @@ class BearerAuth(AuthBase):
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
         token = self.provider.token()
         request.headers["Authorization"] = f"Bearer {token.reveal()}"
-        request.register_hook("response", self._retry_on_401)
+        request.register_hook("response", partial(self._retry_on_401, origin(request.url or "")))
         return request
 
-    def _retry_on_401(self, response: requests.Response, **kwargs: Any) -> requests.Response:
-        if response.status_code != 401:
+    def _retry_on_401(self, asked: Origin, response: requests.Response, **kwargs: Any) -> requests.Response:
+        if response.status_code != 401 or origin(response.url) != asked:
             return response
         sent = Secret(str(response.request.headers.get("Authorization", "")).removeprefix("Bearer "))
         self.provider.invalidate(sent)

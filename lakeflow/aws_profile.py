@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from lakeflow.credentials import S3ASettings
+from lakeflow.secret import write_private
 
 if TYPE_CHECKING:
     from lakeflow.settings import Settings
@@ -106,7 +107,7 @@ def write_profile(directory: Path, namespace: Sequence[str], table: str,
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     name = profile_name(namespace, table)
     env_file = directory / f"{name}.env"
-    _write_private(env_file, catalog_env(catalog_settings))
+    write_private(env_file, catalog_env(catalog_settings))
     command = credential_process(env_file, namespace, table)
 
     credentials_file = directory / "credentials"
@@ -116,7 +117,7 @@ def write_profile(directory: Path, namespace: Sequence[str], table: str,
     profiles[name] = {"credential_process": command}
     text = io.StringIO()
     profiles.write(text)
-    _write_private(credentials_file, text.getvalue())
+    write_private(credentials_file, text.getvalue())
     return AwsProfile(name=name, credentials_file=credentials_file, env_file=env_file, command=command)
 
 
@@ -163,19 +164,6 @@ def renewal_note(settings: "Settings") -> Optional[str]:
         return ("note: a static TOKEN cannot be renewed; a job running past its expiry needs OAUTH_* "
                 "client credentials")
     return None
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to a new 0600 file beside ``path``, then rename it over ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 # -- lakeflow aws-profile ---------------------------------------------------------------------------

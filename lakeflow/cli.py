@@ -22,6 +22,9 @@ COMMAND_MODULES = (
     "lakeflow.stack",
     "lakeflow.aws_profile",
 )
+# Libraries whose DEBUG log is the wire: py4j every JVM command (Spark conf values, fs.s3a keys and
+# session tokens included), botocore signed requests, urllib3 request lines. Never below INFO.
+WIRE_LOGGERS = ("py4j", "botocore", "s3transfer", "urllib3")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +52,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("botocore").setLevel(logging.INFO)  # its DEBUG log prints session tokens
+    for name in WIRE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
     from lakeflow.settings import SettingsError
     from lakeflow.catalog.base import CatalogError
 

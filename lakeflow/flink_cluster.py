@@ -2,7 +2,10 @@
 
 Everything private to one directory: its own ``FLINK_CONF_DIR`` (copied from ``pyflink/conf``),
 REST on localhost at a chosen port, its own RPC port, pid and log directories — so a stop never
-touches another cluster on the machine. Used by ``make cluster-up`` / ``cluster-down`` and tests.
+touches another cluster on the machine, nor a process that took over a stale pid file's number
+(a pid counts only while ``/proc/<pid>/cmdline`` shows a Flink daemon of this conf dir). The
+daemons start without the caller's secret variables (TOKEN, OAUTH_CLIENT_SECRET, …). Used by
+``make cluster-up`` / ``cluster-down`` and tests.
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from typing import Any, Mapping, Optional, Sequence
 import requests
 import yaml
 
+from lakeflow.secret import is_secret_key, write_private
+
 log = logging.getLogger(__name__)
+
+# The main classes of the JobManager and TaskManager JVMs the distribution's scripts start.
+DAEMON_CLASSES = ("org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint",
+                  "org.apache.flink.runtime.taskexecutor.TaskManagerRunner")
+STOP_TIMEOUT_S = 10.0  # SIGTERM, then SIGKILL (as the distribution's stop scripts wait)
 
 
 def flink_home() -> Path:
@@ -77,9 +87,18 @@ class FlinkCluster:
         return f"http://localhost:{self.rest_port}"
 
     def env(self) -> dict[str, str]:
-        """Environment for the distribution's scripts and ``flink`` CLI aimed at this cluster."""
+        """Environment for the ``flink`` CLI aimed at this cluster (the job it submits may need the
+        caller's secrets: they stay in)."""
+        return self._env_over(os.environ)
+
+    def daemon_env(self) -> dict[str, str]:
+        """Environment the daemons start with: :meth:`env` without the caller's secret variables
+        (the ``env`` given to the cluster is kept whole)."""
+        return self._env_over({k: v for k, v in os.environ.items() if not is_secret_key(k)})
+
+    def _env_over(self, base: Mapping[str, str]) -> dict[str, str]:
         venv_bin = str(Path(sys.executable).parent)
-        return {**os.environ, **self._env, "FLINK_CONF_DIR": str(self.conf_dir), "FLINK_LOG_DIR": str(self.log_dir),
+        return {**base, **self._env, "FLINK_CONF_DIR": str(self.conf_dir), "FLINK_LOG_DIR": str(self.log_dir),
                 "FLINK_PID_DIR": str(self.pid_dir), "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"}
 
     def write_conf(self) -> None:
@@ -92,10 +111,8 @@ class FlinkCluster:
                 shutil.copy(f, self.conf_dir / f.name)
         base = _flatten(yaml.safe_load((src / "config.yaml").read_text()) or {})
         merged = {**base, **self._conf}
-        path = self.conf_dir / "config.yaml"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            yaml.safe_dump({k: merged[k] for k in sorted(merged)}, f, default_flow_style=False, width=10_000)
+        write_private(self.conf_dir / "config.yaml", yaml.safe_dump(
+            {k: merged[k] for k in sorted(merged)}, default_flow_style=False, width=10_000))
         for d in (self.log_dir, self.pid_dir):
             d.mkdir(parents=True, exist_ok=True)
 
@@ -116,15 +133,18 @@ class FlinkCluster:
         self.stop()
         raise TimeoutError(f"Flink cluster did not come up within {timeout:.0f}s; logs in {self.log_dir}")
 
-    def stop(self) -> None:
-        """Stop this cluster's processes (and only them)."""
-        if self.conf_dir.exists():
-            self._script("stop-cluster.sh", check=False)
-        for pid in self._pids():  # whatever the scripts left behind
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop this cluster's daemons, and only them: SIGTERM, SIGKILL after ``timeout`` seconds;
+        then remove the pid files (a pid in them that is not ours is left alone)."""
+        pids = self._pids()
+        _signal(pids, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.2)
+            pids = [pid for pid in pids if self._ours(pid)]
+        _signal(pids, signal.SIGKILL)
+        for f in self.pid_dir.glob("*.pid") if self.pid_dir.exists() else ():
+            f.unlink()
 
     def taskmanager_pids(self) -> list[int]:
         return self._pids("taskexecutor")
@@ -146,32 +166,37 @@ class FlinkCluster:
         return subprocess.run([str(flink_home() / "bin" / "flink"), *args], env={**self.env(), **(env or {})},
                               capture_output=True, text=True, timeout=timeout)
 
-    def _script(self, name: str, *args: str, check: bool = True) -> None:
-        proc = subprocess.run([str(flink_home() / "bin" / name), *args], env=self.env(),
+    def _script(self, name: str, *args: str) -> None:
+        proc = subprocess.run([str(flink_home() / "bin" / name), *args], env=self.daemon_env(),
                               capture_output=True, text=True, timeout=120)
-        if check and proc.returncode != 0:
+        if proc.returncode != 0:
             raise RuntimeError(f"{name} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
 
     def running(self) -> bool:
         return bool(self._pids())
 
     def _pids(self, kind: str = "") -> list[int]:
+        """The live daemons of this cluster named by its pid files (``kind``: e.g. ``taskexecutor``)."""
         pids = []
         for f in sorted(self.pid_dir.glob(f"*{kind}.pid" if kind else "*.pid")) if self.pid_dir.exists() else []:
-            for line in f.read_text().split():
-                if line.strip().isdigit() and _alive(int(line)):
-                    pids.append(int(line))
+            pids += [int(word) for word in f.read_text().split() if word.isdigit() and self._ours(int(word))]
         return pids
 
+    def _ours(self, pid: int) -> bool:
+        """Whether ``pid`` runs a Flink daemon started with this cluster's conf dir (Linux ``/proc``)."""
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:  # gone, or not ours to read
+            return False
+        return any(c in argv for c in DAEMON_CLASSES) and str(self.conf_dir) in argv
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+
+def _signal(pids: Sequence[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

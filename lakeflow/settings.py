@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, TypeVar
 from urllib.parse import urlparse
 
-from lakeflow.secret import Secret
+from lakeflow.secret import Secret, redact_url
 
 T = TypeVar("T")
 
@@ -216,20 +216,23 @@ def load_settings(
 
 
 def url_errors(name: str, value: str, example: str, *, base: bool = False) -> list[str]:
-    """What is wrong with an http(s) URL variable (nothing: ``[]``). A URL with credentials in it
-    is refused without echoing it; a ``base`` URL (one lakeflow appends paths to) has no query."""
+    """What is wrong with an http(s) URL variable (nothing: ``[]``). The URL is shown with its
+    password as ``***``; one with credentials in it is refused; a ``base`` URL (one lakeflow
+    appends paths to) has no query."""
+    url = redact_url(value)
+    shown = f"{name}={url!r}"
     try:
         parsed = urlparse(value)
         parsed.port  # noqa: B018 -- raises ValueError on a malformed port
     except ValueError:
-        return [f"{name}={value!r}: expected an http(s) URL like {example}"]
+        return [f"{shown}: expected an http(s) URL like {example}"]
     if "@" in parsed.netloc:
-        return [f"{name}: credentials inside the URL are not allowed (the value is not shown); "
-                "use TOKEN or OAUTH_* for Lakekeeper, vended credentials for S3"]
+        return [f"{name}: credentials inside the URL are not allowed ({url}); use TOKEN or OAUTH_* "
+                "for Lakekeeper, vended credentials for S3"]
     if parsed.scheme not in ("http", "https") or not parsed.hostname or _CONTROL.search(value):
-        return [f"{name}={value!r}: expected an http(s) URL like {example}"]
+        return [f"{shown}: expected an http(s) URL like {example}"]
     if base and (parsed.query or parsed.fragment):
-        return [f"{name}={value!r}: expected a base URL without '?' or '#', like {example}"]
+        return [f"{shown}: expected a base URL without '?' or '#', like {example}"]
     return []
 
 

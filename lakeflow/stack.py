@@ -9,6 +9,7 @@ on every ``make stack``. Configured by ``STACK_*`` variables (the environment ov
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import time
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
 from urllib.parse import quote, urlparse
 
 from lakeflow.catalog.base import CatalogError
-from lakeflow.secret import Secret
+from lakeflow.secret import Secret, redact_url, write_private
 from lakeflow.settings import SettingsError, read_env_file
 
 if TYPE_CHECKING:  # requests is imported where it is used: `lakeflow --help` stays fast
@@ -92,7 +93,7 @@ def load_stack_config(env: Mapping[str, str], env_file: Optional[Path] = DEFAULT
     def url(name: str, default: Optional[str] = None) -> Optional[str]:
         v = get(name, default)
         if v is not None and (urlparse(v).scheme not in ("http", "https") or not urlparse(v).netloc):
-            errors.append(f"{name}={v!r}: expected an http(s) URL")
+            errors.append(f"{name}={redact_url(v)!r}: expected an http(s) URL")
         return v.rstrip("/") if v else None
 
     def flag(name: str, default: str) -> bool:
@@ -311,11 +312,22 @@ def env_lines(config: StackConfig, result: BootstrapResult) -> dict[str, str]:
 
 
 def write_env(path: Path, lines: Mapping[str, str]) -> None:
-    """Set ``lines`` in the dotenv file ``path`` (other lines kept; a new file is private, 0600)."""
-    from dotenv import set_key
+    """Set ``lines`` in the dotenv file ``path`` (other lines kept, python-dotenv's parser); the
+    file is rewritten private (0600), as it holds secrets."""
+    from dotenv.parser import parse_stream
 
-    for key, value in lines.items():
-        set_key(path, key, value, quote_mode="never")
+    text = path.read_text() if path.exists() else ""
+    out, found = [], set()
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.key in lines:  # every occurrence, as python-dotenv's set_key does
+            out.append(f"{binding.key}={lines[binding.key]}\n")
+            found.add(binding.key)
+        else:
+            out.append(binding.original.string)
+    if out and not out[-1].endswith("\n"):
+        out.append("\n")
+    out += [f"{key}={value}\n" for key, value in lines.items() if key not in found]
+    write_private(path, "".join(out))
 
 
 def open_session(config: StackConfig) -> requests.Session:

@@ -2,8 +2,8 @@
 
 Routes map a path (with its query string) to a list of :class:`Answer` s served in turn (the last
 one repeats). An answer is a status + JSON (or raw bytes), optionally delayed, truncated (the
-connection closes before ``Content-Length`` bytes), or huge (``size`` bytes of a valid JSON
-array streamed). Every request is recorded with its headers.
+connection closes before ``Content-Length`` bytes), huge (``size`` bytes of a valid JSON
+array streamed) or trickled (one byte every ``trickle_s`` seconds). Every request is recorded with its headers.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class Answer:
     delay_s: float = 0.0
     truncate: bool = False
     huge_bytes: int = 0
+    trickle_s: float = 0.0
     headers: tuple[tuple[str, str], ...] = ()
 
 
@@ -94,8 +95,14 @@ class FlinkRestStub:
             h.send_header("Connection", "close")
         h.end_headers()
         try:
-            h.wfile.write(data[: len(data) // 2] if answer.truncate else data)
-            h.wfile.flush()
+            if answer.trickle_s:
+                for i in range(len(data)):
+                    h.wfile.write(data[i:i + 1])
+                    h.wfile.flush()
+                    time.sleep(answer.trickle_s)
+            else:
+                h.wfile.write(data[: len(data) // 2] if answer.truncate else data)
+                h.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass
         if answer.truncate:

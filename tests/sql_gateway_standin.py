@@ -3,7 +3,8 @@
 ``POST /v{1,2}/sessions`` → ``{"sessionHandle"}``; ``POST …/sessions/{s}/statements`` →
 ``{"operationHandle"}``; ``GET …/operations/{o}/result/{token}[?rowFormat=JSON]`` →
 ``resultType`` NOT_READY (the first ``not_ready`` fetches), PAYLOAD pages of ``page_size`` rows
-with ``nextResultUri``, then EOS; ``DELETE …/sessions/{s}``; ``GET /v1/info``. Errors are
+with ``nextResultUri`` (or ``next_result_uri`` when set: a misbehaving gateway), each after
+``page_delay_s``, then EOS; ``DELETE …/sessions/{s}``; ``GET /v1/info``. Errors are
 ``{"errors": [...]}`` with the gateway's status codes (404 unknown session, 500 failed statement).
 
 What a statement returns comes from an executor: :class:`FlinkExecutor` runs it on a real PyFlink
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -99,6 +101,8 @@ class SqlGatewayStandIn:
     executor: Executor
     page_size: int = 2
     not_ready: int = 1  # the first N fetches of every operation answer NOT_READY
+    page_delay_s: float = 0.0
+    next_result_uri: Optional[str] = None
     statements: list[str] = field(default_factory=list)
     sessions: dict[str, dict[str, _Operation]] = field(default_factory=dict)
     closed: list[str] = field(default_factory=list)
@@ -191,6 +195,7 @@ class SqlGatewayStandIn:
         if fetch <= self.not_ready:
             return self._send(h, 200, {"resultType": "NOT_READY", "results": {"columns": [], "data": []},
                                        "nextResultUri": f"{base}/{token}{suffix}"})
+        time.sleep(self.page_delay_s)
         page = op.rows[token * self.page_size:(token + 1) * self.page_size]
         if token * self.page_size >= len(op.rows) and token > 0:
             return self._send(h, 200, {"resultType": "EOS", "isQueryResult": False, "resultKind": "SUCCESS_WITH_CONTENT",
@@ -200,7 +205,7 @@ class SqlGatewayStandIn:
             results["rowFormat"] = query["rowFormat"][0]
         return self._send(h, 200, {"resultType": "PAYLOAD", "isQueryResult": False, "jobID": None,
                                    "resultKind": "SUCCESS_WITH_CONTENT", "results": results,
-                                   "nextResultUri": f"{base}/{token + 1}{suffix}"})
+                                   "nextResultUri": self.next_result_uri or f"{base}/{token + 1}{suffix}"})
 
     @staticmethod
     def _send(h: BaseHTTPRequestHandler, status: int, payload: Any) -> None:

@@ -1,11 +1,13 @@
-"""The plumbing every small stand-in server in tests/ shares: a quiet handler, serve, stop."""
+"""The plumbing every small stand-in server in tests/ shares: a quiet handler, serve, stop, and a
+server that gives every request the same answer."""
 
 from __future__ import annotations
 
 import socket
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Optional
 
 
 class QuietHandler(BaseHTTPRequestHandler):
@@ -34,3 +36,50 @@ def url_of(server: ThreadingHTTPServer) -> str:
 def stop(server: ThreadingHTTPServer) -> None:
     server.shutdown()
     server.server_close()
+
+
+@dataclass(frozen=True)
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class FixedServer:
+    """Answers every request with one status, headers and body (e.g. a redirect, or a 401) and
+    records what it received."""
+
+    def __init__(self, status: int, headers: tuple[tuple[str, str], ...] = (), body: bytes = b"") -> None:
+        self.status, self.headers, self.body = status, headers, body
+        self.received: list[Received] = []
+        self.server: Optional[ThreadingHTTPServer] = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return url_of(self.server)
+
+    def start(self) -> "FixedServer":
+        fixed = self
+
+        class Handler(QuietHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                fixed.received.append(Received(self.command, self.path, dict(self.headers.items()),
+                                               self.rfile.read(length)))
+                self.send_response(fixed.status)
+                for k, v in fixed.headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(fixed.body)))
+                self.end_headers()
+                self.wfile.write(fixed.body)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+        self.server = serve(Handler)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            stop(self.server)

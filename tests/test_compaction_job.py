@@ -19,10 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakeflow.compaction.config import CRASH_EXIT, ENV_CRASH_AT
-from lakeflow.compaction.lock import run_lock
+from lakeflow.compaction.lease import Lease
 from lakeflow.compaction.naming import timestamp
 from lakeflow.compaction.quarantine import EMPTY, MALFORMED
 from lakeflow.compaction.run import EXIT_BUSY
+from lakeflow.compaction.storage import Storage
 from lakeflow.lineage.openlineage import read_events
 from tests.fixtures_compaction import LakeflowHome, make_home, readings, write_in_progress, write_parts
 
@@ -117,7 +118,7 @@ def second(scenario: dict, rerun: Step) -> tuple[Step, Step]:
     (home.raw / "part-again-0-0.json").write_text(json.dumps(scenario["run_a"][100:125]))
     scenario["rows"] = scenario["rows"] + more
     paths = [home.home.parent / f"report-second-{i}.json" for i in (0, 1)]
-    procs = [home.start_compact("--report", str(p), "--delete-source") for p in paths]
+    procs = [home.start_compact("--report", str(p), "--delete-source", "--delete-min-age", "0s") for p in paths]
     outs = [p.communicate(timeout=300) for p in procs]
     return tuple(Step(p.returncode, o, e, json.loads(path.read_text()) if path.exists() else {})
                  for p, (o, e), path in zip(procs, outs, paths))
@@ -144,8 +145,9 @@ def test_first_run_compacts_every_good_row_exactly_once(scenario: dict, first: S
                         for f in home.iceberg_table(TARGET).inspect.files().to_pylist())
     assert on_disk == referenced, "orphans of the crashed run must be gone"
     assert r["orphans_removed"] == len(scenario["orphans"]) > 0
-    assert sorted(p.name for p in scenario["orphans"]) == sorted(Path(p).name for p in referenced), \
-        "same input, same table state: same (deterministic) file names"
+    assert sorted(p.name.rsplit("__", 1)[0] for p in scenario["orphans"]) == \
+        sorted(Path(p).name.rsplit("__", 1)[0] for p in referenced), \
+        "same input, same table state: same file names but for the run id"
     assert (r["files_in"], r["files_compacted"], r["files_quarantined"]) == (37, 34, 3)
     assert r["rows_out"] == 808 and r["duplicates_dropped"] == 25 and r["rows_quarantined"] == 2
     assert r["rows_in"] == r["rows_out"] + r["duplicates_dropped"] + r["rows_quarantined"]
@@ -163,8 +165,8 @@ def test_data_files_are_named_sized_and_partitioned_by_day(scenario: dict, first
     spans = []
     for path in paths:
         times = pq.read_table(path, columns=["timestamp_ms"]).column(0).to_pylist()
-        table_name, day, lo, hi, seq = path.stem.split("__")
-        assert (table_name, path.parent.name) == (TARGET, f"ts_day={day}")
+        table_name, day, lo, hi, seq, run = path.stem.split("__")
+        assert (table_name, path.parent.name, run) == (TARGET, f"ts_day={day}", first.report["run_id"])
         assert (lo, hi) == (timestamp(min(times)), timestamp(max(times)))
         assert {datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d") for ms in times} == {day}
         assert times == sorted(times)
@@ -233,6 +235,6 @@ def test_new_files_once_even_with_two_concurrent_runs(scenario: dict, second: tu
 
 def test_a_held_lock_refuses_the_run(scenario: dict, second: tuple[Step, Step]) -> None:
     home: LakeflowHome = scenario["home"]
-    with run_lock(home.home / "locks" / f"compact-iot.{TARGET}.lock", "test"):
+    with Lease(Storage(home.iceberg_table(TARGET).location()), "test-run", "test", ttl_s=60):
         step = compact(home, "locked")
     assert step.code == EXIT_BUSY and "refused: another compaction" in step.stdout + step.stderr

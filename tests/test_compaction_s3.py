@@ -40,7 +40,7 @@ JOBS = REPO / "tests" / "compaction_jobs"
 DURATIONS = {"spark.hadoop.fs.s3a.threads.keepalivetime": "60", "spark.hadoop.fs.s3a.multipart.purge.age": "86400",
              "spark.hadoop.fs.s3a.connection.establish.timeout": "5000",
              "spark.hadoop.fs.s3a.connection.timeout": "200000"}
-JOB_FLAGS = ["--delete-source", "--move-quarantined"]
+JOB_FLAGS = ["--delete-source", "--delete-min-age", "0s", "--move-quarantined"]
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """Compaction building blocks without Spark: discovery, names, ledger, recovery, the Iceberg commit,
-lineage identities, configuration, lock and the launcher. Real files, real pyiceberg (SQLite)."""
+lineage identities, configuration and the launcher. Real files, real pyiceberg (SQLite)."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,10 +23,8 @@ from lakeflow.compaction.discover import is_committed_part, list_parts
 from lakeflow.compaction.ledger import (COMPACTED, QUARANTINED, Ledger, LedgerError, RunRecord,
                                         entries_for, load_ledger)
 from lakeflow.compaction.lineage import lineage_run, raw_datasets
-from lakeflow.compaction.lock import CompactionBusy, run_lock
 from lakeflow.compaction.naming import DataFileStats, data_file_name, final_paths, timestamp
 from lakeflow.compaction.quarantine import EMPTY, MALFORMED, move_quarantined, sort_files, unread_reasons
-from lakeflow.compaction.recovery import Intent, recover, save_intent
 from lakeflow.compaction.report import Report
 from lakeflow.compaction.source import raw_table
 from lakeflow.compaction.storage import FileEntry, Storage, hadoop_uri, iceberg_uri
@@ -95,17 +94,22 @@ def test_storage_keeps_bytes_as_given(tmp_path: Path) -> None:
 
 # --- names ----------------------------------------------------------------------------------
 
-def test_data_file_names_are_informative_and_deterministic() -> None:
+RUN = "0b6a3f3e-5c2d-4f7e-9a1b-2c3d4e5f6a7b"
+
+
+def test_data_file_names_are_informative_and_unique_per_run() -> None:
     assert timestamp(DAY_MS + 36_900_123) == "20251121T101500123Z"
-    name = data_file_name("sensor-readings-compacted", "2025-11-21", DAY_MS + 36_900_123, DAY_MS + 43_199_999, 7, 1)
+    name = data_file_name("sensor-readings-compacted", "2025-11-21", DAY_MS + 36_900_123, DAY_MS + 43_199_999, 7, 1, RUN)
     assert name == ("sensor-readings-compacted__2025-11-21__20251121T101500123Z__20251121T115959999Z"
-                    "__00000007-001.parquet")
+                    f"__00000007-001__{RUN}.parquet")
     staged = [DataFileStats("s/ts_day=2025-11-22/p1.parquet", "2025-11-22", 10, 100, DAY_MS + 86_400_000, DAY_MS + 86_500_000),
               DataFileStats("s/ts_day=2025-11-21/p0.parquet", "2025-11-21", 10, 100, DAY_MS + 5, DAY_MS + 9)]
-    paths = final_paths(staged, "t", 3)
-    assert paths == ["data/ts_day=2025-11-22/t__2025-11-22__20251122T000000000Z__20251122T000140000Z__00000003-002.parquet",
-                     "data/ts_day=2025-11-21/t__2025-11-21__20251121T000000005Z__20251121T000000009Z__00000003-001.parquet"]
-    assert final_paths(list(reversed(staged)), "t", 3) == list(reversed(paths))
+    paths = final_paths(staged, "t", 3, RUN)
+    assert paths == [f"data/ts_day=2025-11-22/t__2025-11-22__20251122T000000000Z__20251122T000140000Z__00000003-002__{RUN}.parquet",
+                     f"data/ts_day=2025-11-21/t__2025-11-21__20251121T000000005Z__20251121T000000009Z__00000003-001__{RUN}.parquet"]
+    assert final_paths(list(reversed(staged)), "t", 3, RUN) == list(reversed(paths))
+    other = "1b6a3f3e-5c2d-4f7e-9a1b-2c3d4e5f6a7b"
+    assert final_paths(staged, "t", 3, other) != paths  # two runs on the same table state never collide
 
 
 # --- ledger ---------------------------------------------------------------------------------
@@ -131,20 +135,22 @@ def test_ledger_tracks_consumed_files_and_forgets_vanished_ones(tmp_path: Path) 
     second = first.advance(listing2, entries_for(listing2.parts[-1:], COMPACTED, "r2"), RunRecord("r2", "t", 1, 0))
     assert sorted(second.files) == ["part-a-0-1.json", "part-a-0-2.json"]
     assert [r.run_id for r in second.runs] == ["r1", "r2"]
-    again = Ledger.from_bytes(second.to_bytes(), path="x")
+    again = Ledger.from_bytes(second.to_bytes(), uri="x")
     assert again.files == second.files and again.runs == second.runs
 
 
 def test_load_ledger_refuses_a_missing_or_foreign_ledger(tmp_path: Path) -> None:
-    s = Storage(tmp_path.as_uri())
-    assert load_ledger(s, None).files == {}
+    s, raw = Storage((tmp_path / "ice").as_uri()), Storage((tmp_path / "raw").as_uri())
+    assert load_ledger(None, s, raw).files == {}
     with pytest.raises(LedgerError, match="missing"):
-        load_ledger(s, s.uri("_lakeflow/ledger-gone.json.gz"))
-    with pytest.raises(LedgerError, match="not under the raw table"):
-        load_ledger(s, "s3://elsewhere/ledger.json.gz")
+        load_ledger(s.uri("_lakeflow/ledger-gone.json.gz"), s, raw)
+    with pytest.raises(LedgerError, match="neither under the table nor under the raw table"):
+        load_ledger("s3://elsewhere/ledger.json.gz", s, raw)
     s.write("_lakeflow/bad.json.gz", b"garbage")
     with pytest.raises(LedgerError, match="unreadable"):
-        load_ledger(s, s.uri("_lakeflow/bad.json.gz"))
+        load_ledger(s.uri("_lakeflow/bad.json.gz"), s, raw)
+    raw.write("_lakeflow/old.json.gz", Ledger(runs=(RunRecord("r0", "t", 1, 1),)).to_bytes())  # before 0.2
+    assert load_ledger(raw.uri("_lakeflow/old.json.gz"), s, raw).committed("r0")
 
 
 # --- quarantine -----------------------------------------------------------------------------
@@ -175,30 +181,6 @@ def test_sort_files_sets_aside_empty_and_malformed(tmp_path: Path) -> None:
     assert raw.read("_quarantine/2026-11-21--10/bad.json") == b"[{"
     reason = json.loads(raw.read("_quarantine/2026-11-21--10/bad.json.reason.json"))
     assert reason == {"file": "2026-11-21--10/bad.json", "size": 2, "reason": MALFORMED, "run_id": "r1"}
-
-
-# --- recovery -------------------------------------------------------------------------------
-
-def test_recover_removes_only_what_uncommitted_runs_wrote(tmp_path: Path) -> None:
-    raw, target = Storage((tmp_path / "raw").as_uri()), Storage((tmp_path / "ice").as_uri())
-    state = "_lakeflow/compaction/iot.t"
-    for run in ("dead", "done"):
-        target.write(f"data/_staging/{run}/ts_day=2025-11-21/part-0.parquet", b"x")
-        target.write(f"data/ts_day=2025-11-21/t__{run}.parquet", b"x")
-        raw.write(f"_quarantine/records/run={run}/part-0.json", b"{}")
-        raw.write(f"{state}/ledger-{run}.json.gz", b"x")
-        save_intent(raw, state, Intent(run, f"data/_staging/{run}", f"_quarantine/records/run={run}")
-                    .with_outputs([f"data/ts_day=2025-11-21/t__{run}.parquet"], f"{state}/ledger-{run}.json.gz",
-                                  f"{state}/ledger-old.json.gz"))
-    raw.write(f"{state}/ledger-old.json.gz", b"x")
-    target.write("data/ts_day=2025-11-21/someone-elses.parquet", b"x")  # never ours to delete
-    ledger = Ledger(runs=(RunRecord("done", "t", 1, 1),))
-
-    assert recover(raw, target, state, ledger) == 1
-    assert sorted(e.rel for e in target.list()) == ["data/ts_day=2025-11-21/someone-elses.parquet",
-                                                   "data/ts_day=2025-11-21/t__done.parquet"]
-    assert sorted(e.rel for e in raw.list()) == [f"{state}/ledger-done.json.gz",
-                                                "_quarantine/records/run=done/part-0.json"]
 
 
 # --- the Iceberg commit ---------------------------------------------------------------------
@@ -285,6 +267,57 @@ def test_rest_catalog_sends_the_lakekeeper_auth_and_warehouse(tmp_path: Path) ->
     assert props["scope"] == "lakekeeper" and "token" not in props
 
 
+class _SlowIceberg(BaseHTTPRequestHandler):
+    """An Iceberg REST catalog that hangs on ``/hang`` paths, answers a POST with 503 and the
+    config (after one 503) normally; records each request."""
+
+    seen: list = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        type(self).seen.append(("GET", self.path))
+        if "/hang/" in self.path:
+            time.sleep(30)
+        if sum(1 for m, p in type(self).seen if m == "GET" and "/fail-once/" in p) == 1:
+            return self._answer(503, {})
+        self._answer(200, {"defaults": {}, "overrides": {}, "endpoints": []})
+
+    def do_POST(self) -> None:  # noqa: N802
+        type(self).seen.append(("POST", self.path))
+        self._answer(503, {"error": {"message": "busy", "type": "ServiceUnavailable", "code": 503}})
+
+    def _answer(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_rest_catalog_times_out_and_never_resends_a_write(tmp_path: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowIceberg)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        env = dict(WAREHOUSE_ID="demo", TOKEN="t", HTTP_TIMEOUT_S="1", HTTP_MAX_RETRIES="0")
+        started = time.monotonic()
+        with pytest.raises(Exception, match="(?i)timed? ?out"):
+            iceberg_catalog(load_settings(settings_env(tmp_path, LAKEKEEPER=f"{url}/hang", **env)))
+        assert time.monotonic() - started < 10
+        catalog = iceberg_catalog(load_settings(settings_env(tmp_path, LAKEKEEPER=f"{url}/fail-once",
+                                                             **{**env, "HTTP_MAX_RETRIES": "2"})))
+        assert [m for m, p in _SlowIceberg.seen if "/fail-once/" in p] == ["GET", "GET"]  # a read: retried
+        with pytest.raises(Exception):
+            catalog.create_namespace(("iot",))
+        assert [m for m, p in _SlowIceberg.seen if "/fail-once/" in p] == ["GET", "GET", "POST"]  # a write: once
+    finally:
+        server.shutdown()
+
+
 # --- lineage --------------------------------------------------------------------------------
 
 def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) -> None:
@@ -315,12 +348,12 @@ def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) 
     assert report.status == "failed"
 
 
-# --- configuration, lock, launcher ----------------------------------------------------------
+# --- configuration, launcher --------------------------------------------------------------
 
 def test_config_defaults_and_errors_name_the_variable(tmp_path: Path) -> None:
     c = load_config([], settings_env(tmp_path))
     assert (c.target_table, c.target_file_bytes, c.delete_source) == ("sensor-readings-compacted", 128 << 20, False)
-    assert c.state_dir == "_lakeflow/compaction/iot.sensor-readings-compacted"
+    assert (c.delete_min_age_s, c.lease_ttl_s) == (15 * 60, 60)
     c = load_config(["--target-file-mb", "8", "--delete-source", "--report", "r.json"],
                     settings_env(tmp_path, COMPACT_TABLE="readings_ice"))
     assert (c.target_table, c.target_file_bytes, c.delete_source) == ("readings_ice", 8 << 20, True)
@@ -330,16 +363,6 @@ def test_config_defaults_and_errors_name_the_variable(tmp_path: Path) -> None:
     text = str(err.value)
     assert "COMPACT_TARGET_FILE_MB='big'" in text and "COMPACT_TABLE='sensor-readings'" in text
     assert "LAKEFLOW_COMPACT_CRASH_AT='never'" in text and CRASH_POINTS[0] in text
-
-
-def test_lock_refuses_a_second_run(tmp_path: Path) -> None:
-    path = tmp_path / "locks" / "compact-iot.t.lock"
-    with run_lock(path, "iot.t"):
-        with pytest.raises(CompactionBusy, match=r"another compaction of iot.t is running \(pid \d+"):
-            with run_lock(path, "iot.t"):
-                pass
-    with run_lock(path, "iot.t"):  # released
-        pass
 
 
 def test_launcher_puts_no_secret_on_the_command_line(tmp_path: Path) -> None:

@@ -147,3 +147,84 @@ def test_v2_result_fetch_requires_a_row_format(gateway):
     assert page["resultType"] == "PAYLOAD" and page["results"]["rowFormat"] == "JSON"
     assert page["results"]["data"] == [{"kind": "INSERT", "fields": ["a"]}]
     assert requests.get(standin.url + page["nextResultUri"]).json()["resultType"] == "EOS"
+
+
+@pytest.mark.parametrize("uri", ["@127.0.0.1:{port}/v1/steal", "http://127.0.0.1:{port}/v1/steal",
+                                 "//127.0.0.1:{port}/v1/steal", "v1/steal", "/v1/steal\\x"])
+def test_a_next_result_uri_leaving_the_gateway_fails_that_statement_only(uri):
+    from lakeflow.lineage.flink_rest import Auth
+    from lakeflow.secret import Secret
+    from tests.stub_http import FixedServer
+
+    other = FixedServer(200, body=b'{"resultType": "EOS"}').start()
+    uri = uri.format(port=other.server.server_address[1])
+    standin = SqlGatewayStandIn(RecordedExecutor({"DESCRIBE CATALOG EXTENDED `c`": info(("type", "x")),
+                                                  "SHOW CREATE TABLE `c`.`d`.`t`": ddl("CREATE TABLE t")}),
+                                not_ready=0, next_result_uri=uri).start()
+    try:
+        conn = Connection(standin.url, auth=Auth(username="ann", password=Secret("gateway-pw")), max_retries=0)
+        client = SqlGatewayClient(conn, operation_timeout_s=5)
+        with pytest.raises(FlinkRestError) as err:
+            client.execute("DESCRIBE CATALOG EXTENDED `c`")
+        assert str(err.value) == (f"DESCRIBE CATALOG EXTENDED `c`: nextResultUri {uri!r} refused: "
+                                  "expected a path on the gateway")
+        r = resolve(client, TableRef("c", "d", "t"))  # the lookup fails, resolution goes on
+        assert r.dataset is None and "SQL Gateway lookup failed" in r.unresolved and "refused" in r.unresolved
+        client.close()
+        assert other.received == []
+    finally:
+        standin.stop()
+        other.stop()
+
+
+def test_paging_stops_at_the_row_cap(gateway):
+    rows = [[f"k{i}", "v"] for i in range(40)]
+    standin, _ = gateway({"DESCRIBE CATALOG EXTENDED `c`": info(*rows)}, page_size=3, not_ready=0)
+    client = SqlGatewayClient(Connection(standin.url, max_retries=0), operation_timeout_s=5, max_rows=10)
+    with pytest.raises(FlinkRestError, match=r"^DESCRIBE CATALOG EXTENDED `c`: more than 10 result rows: refused$"):
+        client.execute("DESCRIBE CATALOG EXTENDED `c`")
+    assert SqlGatewayClient(Connection(standin.url), max_rows=40).execute("DESCRIBE CATALOG EXTENDED `c`").rows \
+        == tuple(tuple(r) for r in rows)
+
+
+def test_paging_has_an_overall_deadline(gateway):
+    import time
+
+    rows = [[f"k{i}", "v"] for i in range(20)]
+    standin, _ = gateway({"DESCRIBE CATALOG EXTENDED `c`": info(*rows)}, page_size=1, not_ready=0, page_delay_s=0.2)
+    client = SqlGatewayClient(Connection(standin.url, max_retries=0), operation_timeout_s=1)
+    t0 = time.monotonic()
+    with pytest.raises(FlinkRestError, match=r"^DESCRIBE CATALOG EXTENDED `c`: not done after 1s$"):
+        client.execute("DESCRIBE CATALOG EXTENDED `c`")
+    assert time.monotonic() - t0 < 2
+
+
+def test_deadlines_and_the_row_cap_come_from_the_recipe():
+    from lakeflow.lineage.config import ConfigError
+
+    cfg = from_mapping({"connection": {"rest_api_url": "http://jm", "sql_gateway_url": "http://gw",
+                                       "request_deadline_seconds": 10, "sql_gateway_max_rows": 50,
+                                       "sql_gateway_operation_timeout_seconds": 5}})
+    assert (cfg.connection.deadline_s, cfg.sql_gateway.deadline_s) == (10.0, 10.0)
+    assert (cfg.sql_gateway_max_rows, cfg.sql_gateway_operation_timeout_s) == (50, 5.0)
+    defaults = from_mapping({"connection": {"rest_api_url": "http://jm"}})
+    assert (defaults.connection.deadline_s, defaults.sql_gateway_max_rows) == (120.0, 10_000)
+    for key in ("request_deadline_seconds", "sql_gateway_max_rows"):
+        with pytest.raises(ConfigError, match=rf"^config.connection.{key}: expected > 0, got 0"):
+            from_mapping({"connection": {"rest_api_url": "http://jm", key: 0}})
+
+
+@pytest.mark.parametrize("answers", [
+    {"DESCRIBE CATALOG EXTENDED `c`": info(("type",)), "SHOW CREATE TABLE `c`.`d`.`t`": ddl("x") | {"rows": [5]}},
+    {"DESCRIBE CATALOG EXTENDED `c`": info(("type", "x")) | {"rows": ["type"]},
+     "SHOW CREATE TABLE `c`.`d`.`t`": ddl("x") | {"rows": [[]]}},
+])
+def test_malformed_result_pages_leave_the_table_unresolved(gateway, answers):
+    _, client = gateway(answers)
+    r = resolve(client, TableRef("c", "d", "t"))
+    assert r.dataset is None
+    assert r.unresolved.startswith("catalog table c.d.t: SQL Gateway lookup failed: ")
+    assert r.unresolved.endswith(("SHOW CREATE TABLE `c`.`d`.`t`: SQL Gateway: malformed result page",
+                                  "SHOW CREATE TABLE c.d.t returned nothing"))
+    with pytest.raises(FlinkRestError, match="malformed result page"):
+        client.catalog_info("c")

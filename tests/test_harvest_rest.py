@@ -118,3 +118,13 @@ def test_the_plan_is_fetched_separately_when_job_details_leave_it_out(flink_rest
     flink_rest_stub.route("/jobs/j/plan", Answer(200, plan))
     job = client(flink_rest_stub).job("j")
     assert [n.description for n in job.plan] == ["Source: KafkaSource-t<br/>"]
+
+
+def test_a_trickling_answer_fails_at_the_overall_deadline(flink_rest_stub):
+    # one byte every 0.1 s never trips the 1 s read timeout: ~4 s for the whole answer
+    flink_rest_stub.route("/config", Answer(200, {**CONFIG, "pad": "x" * 20}, trickle_s=0.1))
+    c = client(flink_rest_stub, timeout_s=1, deadline_s=1.5, max_retries=0)
+    t0 = time.monotonic()
+    with pytest.raises(FlinkRestError, match=r"GET http://.*/v1/config: answer not complete within its deadline"):
+        c.cluster_config()
+    assert time.monotonic() - t0 < 2.5

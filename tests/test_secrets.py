@@ -4,12 +4,14 @@ The secrets: the OAuth2 client secret and every access token the provider issued
 Lakekeeper token, every key and session token the Lakekeeper stand-in vended, Flink REST and
 DataHub tokens. Looked for in stdout/stderr of each command, in exception texts and reprs, and in
 every file lakeflow left behind (Flink logs, Spark output, Iceberg metadata, lineage events,
-reports) — except the files whose job is to hold them, which must be private (0600). A leak is
-reported by kind and place, never by printing the secret itself.
+reports) — except the files whose job is to hold them, which must be private (0600). Every command
+also runs with ``-v`` (debug logging). A leak is reported by kind and place, never by printing the
+secret itself.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import stat
@@ -30,13 +32,14 @@ from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.credentials import to_s3a
 from lakeflow.flink_cluster import FlinkCluster
 from lakeflow.settings import load_settings
-from tests.fixtures_compaction import REPO, make_home, readings, write_parts
+from tests.fixtures_compaction import REPO, json_array, make_home, readings, write_parts
 from tests.fixtures_lakekeeper import env_for
 from tests.fixtures_servers import free_port
 from tests.flink_rest_stub import Answer
 from tests.harvest_scenario import RECORDING
 
 LAKEFLOW = str(Path(sys.executable).parent / "lakeflow")
+VERBOSITY = ((), ("-v",))
 FLINK_API_TOKEN = "flink-api-t0ken-Zx81Qa"
 DATAHUB_TOKEN = "datahub-gms-t0ken-Pw37Lm"
 WRONG_SECRET = "wr0ng-client-secret-Kq52"
@@ -118,25 +121,30 @@ def outputs(name: str, done: subprocess.CompletedProcess, *, stdout: bool = True
 
 def test_catalog_commands_show_no_secret(world: World, tmp_path: Path):
     texts: dict[str, str] = {}
-    for args in (["register"], ["register"], ["vend"], ["vend", "--format", "spark"], ["vend", "--format", "s3a"],
-                 ["vend", "--format", "boto3"], ["doctor"], ["aws-profile"], ["aws-profile", "--format", "spark"]):
-        done = lakeflow(world.env, *args)
-        assert done.returncode == 0, f"lakeflow {' '.join(args)} exited {done.returncode}"
-        texts.update(outputs(f"lakeflow {' '.join(args)}", done))
-    process = lakeflow(world.env, "credential-process")
-    assert process.returncode == 0 and json.loads(process.stdout)["SecretAccessKey"]  # secrets on stdout: its contract
-    texts.update(outputs("lakeflow credential-process", process, stdout=False))
-    # failures: a wrong client secret, a Lakekeeper that rejects every token
-    wrong = {**world.env, "OAUTH_CLIENT_SECRET": WRONG_SECRET}
-    for args in (["doctor"], ["vend"]):
-        done = lakeflow(wrong, *args)
-        assert done.returncode != 0
-        texts.update(outputs(f"lakeflow {args[0]} with a wrong client secret", done))
-        assert WRONG_SECRET not in done.stdout + done.stderr
+    for v in VERBOSITY:
+        for args in (["register"], ["register"], ["vend"], ["vend", "--format", "spark"], ["vend", "--format", "s3a"],
+                     ["vend", "--format", "boto3"], ["doctor"], ["aws-profile"], ["aws-profile", "--format", "spark"]):
+            command = " ".join([*v, *args])
+            done = lakeflow(world.env, *v, *args)
+            assert done.returncode == 0, f"lakeflow {command} exited {done.returncode}"
+            texts.update(outputs(f"lakeflow {command}", done))
+        process = lakeflow(world.env, *v, "credential-process")
+        assert process.returncode == 0 and json.loads(process.stdout)["SecretAccessKey"]  # on stdout: its contract
+        texts.update(outputs(" ".join(["lakeflow", *v, "credential-process"]), process, stdout=False))
+        # failures: a wrong client secret
+        wrong = {**world.env, "OAUTH_CLIENT_SECRET": WRONG_SECRET}
+        for args in (["doctor"], ["vend"]):
+            done = lakeflow(wrong, *v, *args)
+            assert done.returncode != 0
+            texts.update(outputs(f"lakeflow {' '.join([*v, *args])} with a wrong client secret", done))
+            assert WRONG_SECRET not in done.stdout + done.stderr
+    assert "DEBUG" in texts["lakeflow -v register stderr"]
+    # a Lakekeeper that rejects every token
     world.lakekeeper.accept(lambda token: False)
-    done = lakeflow(world.env, "vend")
-    assert done.returncode == 2 and "AuthenticationFailed" in done.stderr
-    texts.update(outputs("lakeflow vend rejected", done))
+    for v in VERBOSITY:
+        done = lakeflow(world.env, *v, "vend")
+        assert done.returncode == 2 and "AuthenticationFailed" in done.stderr
+        texts.update(outputs(" ".join(["lakeflow", *v, "vend rejected"]), done))
 
     secrets = world.secrets()
     assert secrets.known["vended access key"] and secrets.known["OAuth access token"]
@@ -194,15 +202,46 @@ def test_harvest_redacts_secret_job_parameters(world: World, recorded_jobmanager
     secrets.add("secret job parameter", ["job-param-s3cr3t-Hq12", "job-param-passw0rd-Rt88", "job-param-t0ken-Vb55",
                                          "AKIAJOBPARAMACCESS01"])
     texts = {}
-    for fmt in ("json", "openlineage", "datahub"):
-        out = tmp_path / f"harvest.{fmt}"
-        done = lakeflow(world.env, "harvest", "--rest-url", recorded_jobmanager.url, "--format", fmt,
-                        "--output", str(out))
-        assert done.returncode in (0, 1) and out.exists(), done.stderr[-1000:]
-        texts.update({**outputs(f"harvest {fmt}", done), f"harvest {fmt} output": out.read_text()})
+    for v in VERBOSITY:
+        for fmt in ("json", "openlineage", "datahub"):
+            out = tmp_path / f"harvest.{fmt}"
+            done = lakeflow(world.env, *v, "harvest", "--rest-url", recorded_jobmanager.url, "--format", fmt,
+                            "--output", str(out))
+            assert done.returncode in (0, 1) and out.exists(), done.stderr[-1000:]
+            name = " ".join(["harvest", *v, fmt])
+            texts.update({**outputs(name, done), f"{name} output": out.read_text()})
     assert "declared" in texts["harvest json output"] or job in texts["harvest json output"]
     sent = [h.get("Authorization") for _, h in recorded_jobmanager.requests]
     assert sent and all(a == f"Bearer {FLINK_API_TOKEN}" for a in sent)  # where the token must go
+    leaks = secrets.leaks(texts)
+    assert not leaks, leaks
+
+
+def test_harvest_publishes_no_rest_url_credentials(world: World, recorded_jobmanager, tmp_path: Path):
+    """A REST URL with ``user:password@`` authenticates (HTTP basic) but is never published (DataHub
+    ``externalUrl``, OpenLineage, JSON) nor shown; nor is a DataHub GMS URL's password."""
+    env = {k: v for k, v in world.env.items() if k != "FLINK_API_TOKEN"}
+    host = recorded_jobmanager.url.removeprefix("http://")
+    texts = {}
+    for fmt in ("json", "openlineage", "datahub"):
+        out = tmp_path / f"harvest.{fmt}"
+        done = lakeflow(env, "-v", "harvest", "--rest-url", f"http://admin:rest-pa55w0rd-Yt44@{host}",
+                        "--format", fmt, "--output", str(out))
+        assert done.returncode in (0, 1) and out.exists(), done.stderr[-1000:]
+        texts.update({**outputs(f"harvest {fmt}", done), f"harvest {fmt} output": out.read_text()})
+    sent = {h.get("Authorization") for _, h in recorded_jobmanager.requests}
+    assert sent == {"Basic " + base64.b64encode(b"admin:rest-pa55w0rd-Yt44").decode()}
+    gms = f"127.0.0.1:{free_port()}"  # nothing listens: the error names the GMS URL
+    done = lakeflow(env, "harvest", "--rest-url", recorded_jobmanager.url, "--format", "datahub", "--output",
+                    str(tmp_path / "mcps.json"), "--max-retries", "0", "--datahub-gms",
+                    f"http://admin:gms-pa55w0rd-Ku09@{gms}")
+    assert done.returncode == 2 and f"DataHub GMS POST http://admin:***@{gms}/aspects" in done.stderr
+    texts.update(outputs("harvest to a GMS", done))
+    aspects = [json.loads(m["aspect"]["value"]) for m in json.loads(texts["harvest datahub output"])]
+    urls = {a["externalUrl"] for a in aspects if "externalUrl" in a}
+    assert urls and all(u.startswith(f"{recorded_jobmanager.url}/#/job/") for u in urls)
+    secrets = Secrets()
+    secrets.add("URL password", ["rest-pa55w0rd-Yt44", "gms-pa55w0rd-Ku09"])
     leaks = secrets.leaks(texts)
     assert not leaks, leaks
 
@@ -212,11 +251,45 @@ def test_compaction_against_lakekeeper_fails_without_showing_secrets(world: Worl
     from the stand-in: the run fails early — its error and files must hold no secret."""
     assert lakeflow(world.env, "register").returncode == 0
     env = {**world.env, "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1"}
-    done = subprocess.run([sys.executable, "-m", "lakeflow.cli", "compact", "--report", str(tmp_path / "r.json")],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode != 0
+    texts = {}
+    for v in VERBOSITY:
+        done = subprocess.run([sys.executable, "-m", "lakeflow.cli", *v, "compact", "--report",
+                               str(tmp_path / "r.json")], env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode != 0
+        texts.update(outputs(" ".join(["compact", *v]), done))
     secrets = world.secrets()
-    leaks = secrets.leaks(outputs("compact", done)) + secrets.file_leaks(tmp_path)
+    leaks = secrets.leaks(texts) + secrets.file_leaks(tmp_path)
+    assert not leaks, leaks
+
+
+@pytest.mark.slow
+def test_verbose_spark_compaction_shows_no_vended_secret(world: World, tmp_path: Path):
+    """``lakeflow -v compact --engine spark`` on a raw table on S3 with vended credentials: the Spark
+    session gets the table's fs.s3a keys and session token, and py4j logs every JVM command at
+    DEBUG — none of it may reach the output, whether or not the run gets further (reading s3a://
+    needs hadoop-aws). The Iceberg table is the embedded SQL catalog of
+    tests/compaction_jobs/s3_cli.py (the stand-in has no Iceberg REST catalog)."""
+    assert lakeflow(world.env, "register").returncode == 0
+    settings = load_settings(world.env)
+    location = LakekeeperCatalog.from_settings(settings).load(settings.namespace, settings.table,
+                                                              vended=False).location
+    bucket, _, prefix = location.removeprefix("s3://").partition("/")
+    s3 = world.lakekeeper.warehouse.s3
+    s3.client("s3").put_object(Bucket=bucket, Key=f"{prefix}/part-v-0-0.json",
+                               Body=json_array(readings("run-v", 20, start_ms=1763683200000)).encode())
+    env = {**world.env, "PYTHONPATH": str(REPO), "SPARK_LOCAL_IP": "127.0.0.1",
+           "ICEBERG_WAREHOUSE": f"s3://{bucket}/iceberg", "ICEBERG_S3_ENDPOINT": s3.endpoint,
+           "ICEBERG_S3_KEY": "iceberg-writer", "ICEBERG_S3_SECRET": "iceberg-s3cret-Nb73"}
+    done = subprocess.run([sys.executable, str(REPO / "tests" / "compaction_jobs" / "s3_cli.py"), "-v", "compact",
+                           "--engine", "spark", "--report", str(tmp_path / "r.json")],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "DEBUG" in done.stderr and "[read] engine spark" in done.stderr, done.stderr[-3000:]
+    assert "starting the Spark session" in done.stderr
+    secrets = world.secrets()
+    secrets.add("Iceberg S3 secret", ["iceberg-s3cret-Nb73"])
+    assert secrets.known["vended secret key or session token"]
+    leaks = secrets.leaks(outputs("compact -v --engine spark", done))
     assert not leaks, leaks
 
 
@@ -242,7 +315,9 @@ def test_ingestion_and_compaction_runs_leave_no_secret_behind(world: World, tmp_
     compact_env = {**compaction.env, **{k: world.env[k] for k in ("OAUTH_CLIENT_SECRET", "FLINK_API_TOKEN",
                                                                    "DATAHUB_GMS_TOKEN")}}
     compact_env["TOKEN"] = world.lakekeeper.token
-    done = compaction.compact("--report", str(tmp_path / "compact-report.json"), extra_env=compact_env)
+    done = subprocess.run([sys.executable, "-m", "lakeflow.cli", "-v", "compact", "--report",
+                           str(tmp_path / "compact-report.json")], env=compact_env, cwd=compaction.home,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
 
     secrets = world.secrets()
@@ -273,7 +348,7 @@ def test_cluster_up_on_s3_keeps_every_key_out_of_the_cluster(world: World, tmp_p
     vended_before = len(world.lakekeeper.vended_access_keys)
     cluster = FlinkCluster(home)  # the one cluster-up starts: same home, so stop() finds its pids
     try:
-        done = lakeflow(env, "ingest", "cluster-up", "--home", str(home), "--rest-port", str(rest_port),
+        done = lakeflow(env, "-v", "ingest", "cluster-up", "--home", str(home), "--rest-port", str(rest_port),
                         "--rpc-port", str(free_port()), timeout=240)
         assert done.returncode == 0, done.stderr[-2000:]
         overview = requests.get(f"http://localhost:{rest_port}/v1/overview", timeout=5).json()
@@ -292,9 +367,14 @@ def test_cluster_up_on_s3_keeps_every_key_out_of_the_cluster(world: World, tmp_p
         logs = "".join(p.read_text() for p in (home / "log").glob("*taskexecutor*.log"))
         assert f"Loading configuration property: fs.s3a.aws.credentials.provider, {PROVIDERS['v1']}" in logs
 
+        # the daemons start without the caller's secrets (OAUTH_CLIENT_SECRET, FLINK_API_TOKEN, …)
+        environs = {pid: Path(f"/proc/{pid}/environ").read_text() for pid in cluster._pids()}
+        assert len(environs) == 2
+        leaks = world.secrets().leaks({f"environment of pid {pid}": text for pid, text in environs.items()})
+        assert not leaks, leaks
         # the TaskManager runs with the profile's environment; boto3 given that environment re-vends
         (pid,) = cluster.taskmanager_pids()
-        environ = dict(e.split("=", 1) for e in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in e)
+        environ = dict(e.split("=", 1) for e in environs[pid].split("\0") if "=" in e)
         aws = {k: v for k, v in environ.items() if k.startswith("AWS_")}
         assert aws == {"AWS_PROFILE": name, "AWS_SHARED_CREDENTIALS_FILE": str(credentials),
                        "AWS_CREDENTIAL_PROFILES_FILE": str(credentials)}

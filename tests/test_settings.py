@@ -93,3 +93,20 @@ def test_secrets_never_show():
         assert "client-secret-value" not in text and "bearer-token-value" not in text
     assert t.describe()["token"] == "***"
     assert s.oauth_client_secret is not None and s.oauth_client_secret.reveal() == "client-secret-value"
+
+
+@pytest.mark.parametrize("name, value, shown", [
+    ("LAKEKEEPER", "http://admin:pa55w0rd@lk:80x", "http://admin:***@lk:80x"),           # bad port
+    ("LAKEKEEPER", "http://admin:pa55/w0rd@lk:8181", "http://admin:***@lk:8181"),        # '/' in the password
+    ("LAKEKEEPER", "http://lk:8181/?api_key=pa55w0rd", "http://lk:8181/?api_key=***"),    # a base URL's query
+    ("OAUTH_TOKEN_URL", "ldap://admin:pa55w0rd@kc/token", "ldap://admin:***@kc/token"),
+    ("S3_ENDPOINT", "http://AKIAKEY:pa55w0rd@minio:9000", "http://AKIAKEY:***@minio:9000"),
+])
+def test_a_bad_url_is_shown_without_its_password(name, value, shown):
+    env = {"WAREHOUSE_ID": UUID, "OAUTH_CLIENT_ID": "c", "OAUTH_CLIENT_SECRET": "s",
+           "OAUTH_TOKEN_URL": "http://kc/token", name: value}
+    with pytest.raises(SettingsError) as err:
+        load(**env)
+    message = str(err.value)
+    assert "pa55w0rd" not in message
+    assert shown in message

@@ -294,6 +294,16 @@ def test_settings_errors_name_every_variable():
         assert name in text
 
 
+def test_a_bad_stack_url_is_shown_without_its_password():
+    with pytest.raises(SettingsError) as caught:
+        load_stack_config({"STACK_LAKEKEEPER_URL": "ftp://admin:pa55w0rd@lk:8181",
+                           "STACK_S3_ENDPOINT": "minio:9000?secret_key=pa55w0rd"}, None)
+    text = str(caught.value)
+    assert "pa55w0rd" not in text
+    assert "STACK_LAKEKEEPER_URL='ftp://admin:***@lk:8181'" in text
+    assert "STACK_S3_ENDPOINT='minio:9000?secret_key=***'" in text
+
+
 # --- OAuth2 and the CLI -----------------------------------------------------------------------
 
 @pytest.fixture

@@ -1,10 +1,11 @@
 """The Iceberg side (pyiceberg): the catalog, the target table, and the one atomic commit per run.
 
-The commit registers Spark-written Parquet files in place (``add_files`` — pyiceberg's own writer
+The commit registers engine-written Parquet files in place (``add_files`` — pyiceberg's own writer
 needs pyarrow ≥ 18, which apache-flink's pin rules out) and, in the same transaction, points the
-table's ``lakeflow.compaction.ledger`` property at the run's ledger. pyiceberg's append requires
-the table to still be at the snapshot this run read, so a concurrent commit makes ours fail
-instead of adding rows twice (the table disables pyiceberg's automatic commit retries).
+table's ``lakeflow.compaction.ledger`` property at the run's ledger. Every commit adds a snapshot
+(an empty one when the run only quarantined or de-duplicated), and a snapshot commit asserts that
+the table is still at the snapshot the run planned on: a concurrent commit makes ours fail instead
+of adding rows twice or losing the other's ledger (the table disables pyiceberg's automatic retries).
 """
 
 from __future__ import annotations
@@ -54,13 +55,26 @@ def rest_properties(settings: Settings) -> dict[str, str]:
 
 
 def iceberg_catalog(settings: Settings) -> "Catalog":
-    """Lakekeeper's Iceberg REST catalog when configured, else the embedded SQLite catalog in LAKEFLOW_HOME."""
+    """Lakekeeper's Iceberg REST catalog when configured, else the embedded SQLite catalog in LAKEFLOW_HOME.
+
+    The REST catalog's requests time out after HTTP_TIMEOUT_S and only reads are retried: a commit
+    whose answer was lost is never re-sent blindly (the run fails; its next run recovers)."""
     if settings.catalog == "lakekeeper":
         from pyiceberg.catalog.rest import RestCatalog
+        from requests import Session
+
+        from lakeflow.http import HttpOptions, configure
+
+        options = HttpOptions(timeout=settings.http_timeout_s, max_retries=settings.http_max_retries,
+                              retry_methods=frozenset({"GET", "HEAD"}))
+
+        class _RestCatalog(RestCatalog):
+            def _create_session(self) -> Session:
+                return configure(super()._create_session(), options)
 
         props = rest_properties(settings)
         log.info("[iceberg] REST catalog %s", redact(props, ("credential",)))
-        return RestCatalog("lakekeeper", **props)
+        return _RestCatalog("lakekeeper", **props)
     from pyiceberg.catalog.sql import SqlCatalog
 
     settings.home.mkdir(parents=True, exist_ok=True)
@@ -92,6 +106,24 @@ class Target:
         return self.table.properties.get(LEDGER_PROPERTY)
 
     @property
+    def ledger_rel(self) -> str:
+        """The current ledger relative to the table's folder ("" when none, or kept under the raw table)."""
+        try:
+            return self.storage.relative(self.ledger_pointer) if self.ledger_pointer else ""
+        except ValueError:
+            return ""
+
+    @property
+    def snapshot_id(self) -> Optional[int]:
+        """The snapshot the table was at when loaded: what this run plans on, and its commit asserts."""
+        return self.table.metadata.current_snapshot_id
+
+    def committed(self, run_id: str) -> bool:
+        """True if a snapshot the table still keeps was committed by run ``run_id``."""
+        return any((snap.summary or {}).get(RUN_PROPERTY) == run_id for snap in self.table.metadata.snapshots)
+
+
+    @property
     def next_sequence(self) -> int:
         """The sequence number this run's snapshot will get."""
         return self.table.metadata.last_sequence_number + 1
@@ -113,6 +145,18 @@ class Target:
         scan = self.table.scan(row_filter=And(GreaterThanOrEqual("timestamp_ms", lo_ms),
                                               LessThanOrEqual("timestamp_ms", hi_ms)))
         return [task.file.file_path for task in scan.plan_files()]
+
+
+def referenced_files(table: "Table") -> frozenset[str]:
+    """Every data file any snapshot of ``table`` references (read from the manifests)."""
+    io, seen, files = table.io, set(), set()
+    for snap in table.metadata.snapshots:
+        for manifest in snap.manifests(io):
+            if manifest.manifest_path in seen:
+                continue
+            seen.add(manifest.manifest_path)
+            files.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=False))
+    return frozenset(files)
 
 
 def open_target(catalog: "Catalog", namespace: Sequence[str], name: str, source: str,
@@ -138,8 +182,9 @@ def open_target(catalog: "Catalog", namespace: Sequence[str], name: str, source:
 
 
 def commit(target: Target, data_files: Sequence[str], ledger_uri: str, source: str, run_id: str,
-           summary: Mapping[str, str]) -> Optional[int]:
-    """Add ``data_files`` and switch the ledger in one transaction; returns the new snapshot id."""
+           summary: Mapping[str, str]) -> int:
+    """Add a snapshot with ``data_files`` (none: an empty one) and switch the ledger, in one transaction
+    that asserts the table is still at ``target.snapshot_id``; returns the new snapshot id."""
     from pyiceberg.exceptions import CommitFailedException
 
     props = {LEDGER_PROPERTY: ledger_uri, SOURCE_PROPERTY: source, RUN_PROPERTY: run_id}
@@ -147,9 +192,13 @@ def commit(target: Target, data_files: Sequence[str], ledger_uri: str, source: s
         with target.table.transaction() as tx:
             if data_files:
                 tx.add_files(list(data_files), snapshot_properties={**summary, **props})
+            else:
+                with tx.update_snapshot(snapshot_properties={**summary, **props}).fast_append():
+                    pass
             tx.set_properties(props)
     except CommitFailedException as exc:
         raise CommitConflict(f"the Iceberg table changed while this run worked ({exc}); nothing was "
                              "committed — run again") from exc
-    snap = target.table.current_snapshot() if data_files else None
-    return snap.snapshot_id if snap else None
+    snap = target.table.current_snapshot()
+    assert snap is not None and (snap.summary or {}).get(RUN_PROPERTY) == run_id
+    return snap.snapshot_id

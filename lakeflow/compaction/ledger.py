@@ -1,6 +1,6 @@
 """The exactly-once ledger: which raw files the Iceberg table has consumed (compacted or quarantined).
 
-Each run writes a new ledger file (gzipped JSON, under the raw table's ``_lakeflow/`` folder) and
+Each run writes a new ledger file (gzipped JSON, under the Iceberg table's ``_lakeflow/`` folder) and
 points the Iceberg table's ``lakeflow.compaction.ledger`` property at it *in the same commit* that
 adds the data files: the rows and the record of their source files become visible together, or
 not at all. Entries of raw files that no longer exist (deleted, moved to ``_quarantine/``) are
@@ -53,7 +53,7 @@ class RunRecord:
 class Ledger:
     files: Mapping[str, Entry] = field(default_factory=dict)  # raw-relative path → entry
     runs: tuple[RunRecord, ...] = ()                           # oldest first, at most MAX_RUNS
-    path: str = ""                                             # where it was read from ("" = none yet)
+    uri: str = ""                                              # where it was read from ("" = none yet)
 
     def new_parts(self, listing: Listing) -> list[FileEntry]:
         """The listed part files not consumed yet."""
@@ -79,33 +79,36 @@ class Ledger:
         return gzip.compress(json.dumps(body, separators=(",", ":")).encode(), mtime=0)
 
     @classmethod
-    def from_bytes(cls, data: bytes, path: str = "") -> "Ledger":
+    def from_bytes(cls, data: bytes, uri: str = "") -> "Ledger":
         body = json.loads(gzip.decompress(data))
         if body.get("version") != VERSION:
-            raise LedgerError(f"ledger {path}: version {body.get('version')!r}, expected {VERSION}")
+            raise LedgerError(f"ledger {uri}: version {body.get('version')!r}, expected {VERSION}")
         return cls(files={rel: Entry(**e) for rel, e in body["files"].items()},
-                   runs=tuple(RunRecord(**r) for r in body["runs"]), path=path)
+                   runs=tuple(RunRecord(**r) for r in body["runs"]), uri=uri)
 
 
-def ledger_name(state_dir: str, run_id: str) -> str:
-    return f"{state_dir}/ledger-{run_id}.json.gz"
-
-
-def load_ledger(storage: Storage, pointer: Optional[str]) -> Ledger:
-    """The ledger ``pointer`` (the table property, a URI under the raw location) names; empty if none."""
+def load_ledger(pointer: Optional[str], target: Storage, raw: Storage) -> Ledger:
+    """The ledger ``pointer`` (the table property) names — under the Iceberg table, or under the raw
+    table where lakeflow before 0.2 kept it; empty if none."""
     if not pointer:
         return Ledger()
-    try:
-        rel = storage.relative(pointer)
-    except ValueError:
-        raise LedgerError(f"the table's ledger {pointer} is not under the raw table {storage.location}: "
-                          "was the table compacted from another source?") from None
+    for storage in (target, raw):
+        try:
+            rel = storage.relative(pointer)
+        except ValueError:
+            continue
+        return _read(storage, rel, pointer)
+    raise LedgerError(f"the table's ledger {pointer} is neither under the table nor under the raw table "
+                      f"{raw.location}: was the table compacted from another source?")
+
+
+def _read(storage: Storage, rel: str, pointer: str) -> Ledger:
     if not storage.exists(rel):
         raise LedgerError(f"the table's ledger {pointer} is missing: refusing to compact (raw files "
                           "already compacted would be compacted again)")
     try:
-        return Ledger.from_bytes(storage.read(rel), path=rel)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return Ledger.from_bytes(storage.read(rel), uri=pointer)
+    except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
         raise LedgerError(f"the table's ledger {pointer} is unreadable: {exc}") from None
 
 

@@ -1,13 +1,20 @@
-"""Data file names that say what is inside — Pinot's segment naming (table, time range, sequence).
+"""Every path a run creates, named here once: data files, staging folder, ledger, intent.
 
-``data/ts_day=2026-11-21/sensor-readings-compacted__2026-11-21__20261121T101500123Z__20261121T115959999Z__00000007-001.parquet``:
+Data file names say what is inside — Pinot's segment naming (table, time range, sequence) — and
+whose they are:
+``data/ts_day=2026-11-21/sensor-readings-compacted__2026-11-21__20261121T101500123Z__20261121T115959999Z__00000007-001__<run id>.parquet``:
 table, partition day, first and last reading time (UTC, ms), the Iceberg sequence number of the
-commit that adds the file, and the file's place among that commit's files. The same input compacted
-onto the same table state gives the same names.
+commit that adds the file, the file's place among that commit's files, and the run. Two runs never
+name a file alike, so a run's leftovers can be told from another run's committed files.
+
+The bookkeeping lives under the target table's ``_lakeflow/compaction/`` (only the compactor
+writes the Iceberg table's folder; Iceberg's orphan-file removal skips ``_``-prefixed folders).
 """
 
 from __future__ import annotations
 
+import re
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Sequence
@@ -15,6 +22,10 @@ from typing import Sequence
 from lakeflow.compaction.schema import DAY
 
 SEPARATOR = "__"
+STATE_DIR = "_lakeflow/compaction"   # target-relative: ledgers, intents, the lease
+STAGING = "data/_staging"            # target-relative: engines write here before the final rename
+_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+LEDGER_PATTERN = re.compile(rf"{STATE_DIR}/ledger-{_UUID}\.json\.gz")
 
 
 @dataclass(frozen=True)
@@ -35,17 +46,43 @@ def timestamp(ms: int) -> str:
     return t.strftime("%Y%m%dT%H%M%S") + f"{ms % 1000:03d}Z"
 
 
-def data_file_name(table: str, day: str, min_ms: int, max_ms: int, sequence: int, index: int) -> str:
+def is_run_id(run_id: str) -> bool:
+    """True for a run id as runs make them (a lowercase UUID)."""
+    try:
+        return str(uuid.UUID(run_id)) == run_id
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
+def staging_dir(run_id: str) -> str:
+    return f"{STAGING}/{run_id}"
+
+
+def ledger_name(run_id: str) -> str:
+    return f"{STATE_DIR}/ledger-{run_id}.json.gz"
+
+
+def intent_name(run_id: str) -> str:
+    return f"{STATE_DIR}/intent-{run_id}.json"
+
+
+def is_data_file_of(rel: str, run_id: str) -> bool:
+    """True if ``rel`` is a final data file path that run ``run_id`` could have named."""
+    return re.fullmatch(rf"data/{DAY}=\d{{4}}-\d{{2}}-\d{{2}}/[^/]+{SEPARATOR}{re.escape(run_id)}\.parquet",
+                        rel) is not None
+
+
+def data_file_name(table: str, day: str, min_ms: int, max_ms: int, sequence: int, index: int, run_id: str) -> str:
     return SEPARATOR.join((table, day, timestamp(min_ms), timestamp(max_ms),
-                           f"{sequence:08d}-{index:03d}")) + ".parquet"
+                           f"{sequence:08d}-{index:03d}", run_id)) + ".parquet"
 
 
-def final_paths(files: Sequence[DataFileStats], table: str, sequence: int) -> list[str]:
+def final_paths(files: Sequence[DataFileStats], table: str, sequence: int, run_id: str) -> list[str]:
     """Final target-relative paths for ``files``, numbered in (day, time) order; same order as given."""
     order = sorted(range(len(files)), key=lambda i: (files[i].day, files[i].min_ms, files[i].max_ms,
                                                        files[i].rel))
     paths = [""] * len(files)
     for index, i in enumerate(order, start=1):
         f = files[i]
-        paths[i] = f"data/{DAY}={f.day}/{data_file_name(table, f.day, f.min_ms, f.max_ms, sequence, index)}"
+        paths[i] = f"data/{DAY}={f.day}/{data_file_name(table, f.day, f.min_ms, f.max_ms, sequence, index, run_id)}"
     return paths

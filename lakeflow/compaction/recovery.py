@@ -1,86 +1,162 @@
 """Crash recovery: every run writes down what it is about to create (an *intent*) before creating it.
 
-The next run (holding the lock) reads the intents left behind: a run the ledger lists as
-committed only lost its tidy-up; any other run never became visible, so the files it wrote
-(staged and final Parquet, its ledger, its quarantined records) are orphans and are deleted.
-Only files a lakeflow run named are ever deleted — never anything else in the table.
+Intents live under the target table's ``_lakeflow/compaction/``, which only the compactor writes.
+The next run (holding the lease) reads the intents left behind:
+
+- a run the table shows as committed only lost its tidy-up, which is finished;
+- a run that could still commit — the table is still at the snapshot it planned on, so its
+  commit's assertion would pass — is left alone until the table has moved on;
+- any other run never became visible and never can: the files it wrote (staged and final
+  Parquet, its ledger, its quarantined records) are orphans and are deleted.
+
+Nothing is deleted on an intent's word alone. Each path must be exactly one its run would have
+made (derived from its run id: see :mod:`lakeflow.compaction.naming`), a data file that any
+snapshot of the table references is never deleted (the manifests are checked first), and neither
+is the ledger the table points at. An intent that fails these checks is reported and set aside
+under ``_lakeflow/compaction/rejected/``, never acted on.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field
+from typing import Optional
 
+from lakeflow.compaction.commit import Target, referenced_files
 from lakeflow.compaction.ledger import Ledger
+from lakeflow.compaction.naming import (LEDGER_PATTERN, STATE_DIR, intent_name, is_data_file_of, is_run_id,
+                                        ledger_name, staging_dir)
+from lakeflow.compaction.quarantine import records_dir
 from lakeflow.compaction.storage import Storage
 
 log = logging.getLogger(__name__)
-INTENT_PREFIX = "intent-"
+REJECTED_DIR = f"{STATE_DIR}/rejected"
+
+
+class InvalidIntent(ValueError):
+    """An intent that is not exactly what a run of ours writes."""
 
 
 @dataclass(frozen=True)
 class Intent:
-    """What a run creates: folders and files in the target (data) and the raw table (bookkeeping)."""
+    """What a run creates. Every path but the data files follows from the run id."""
 
     run_id: str
-    staging: str                        # target-relative folder Spark writes into
-    records: str                        # raw-relative folder of quarantined records
+    planned_snapshot: Optional[int]     # the table's snapshot the run planned on (its commit asserts it)
     data_files: tuple[str, ...] = ()    # target-relative final data files
-    ledger: str = ""                    # raw-relative ledger this run commits
-    previous_ledger: str = ""           # raw-relative ledger it replaces (deleted once committed)
+    previous_ledger: str = ""           # target-relative ledger it replaces (deleted once committed)
 
-    def with_outputs(self, data_files: list[str], ledger: str, previous_ledger: str) -> "Intent":
-        return replace(self, data_files=tuple(data_files), ledger=ledger, previous_ledger=previous_ledger)
+    @property
+    def staging(self) -> str:
+        return staging_dir(self.run_id)
+
+    @property
+    def records(self) -> str:
+        """Raw-relative folder of the run's quarantined records."""
+        return records_dir(self.run_id)
+
+    @property
+    def ledger(self) -> str:
+        return ledger_name(self.run_id)
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), indent=1).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Intent":
-        body = json.loads(data)
-        body["data_files"] = tuple(body.get("data_files", ()))
-        return cls(**body)
+        """Parse and validate an intent; :class:`InvalidIntent` says what is wrong with it."""
+        try:
+            body = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise InvalidIntent(f"not JSON ({exc})") from None
+        if not isinstance(body, dict) or set(body) != {f for f in cls.__dataclass_fields__}:
+            raise InvalidIntent(f"expected the fields {sorted(cls.__dataclass_fields__)}")
+        run_id, snapshot, files, previous = (body["run_id"], body["planned_snapshot"], body["data_files"],
+                                             body["previous_ledger"])
+        if not isinstance(run_id, str) or not is_run_id(run_id):
+            raise InvalidIntent(f"run id {run_id!r} is not a run id")
+        if snapshot is not None and (not isinstance(snapshot, int) or isinstance(snapshot, bool)):
+            raise InvalidIntent(f"planned snapshot {snapshot!r} is not a snapshot id")
+        if not isinstance(files, list) or not all(isinstance(f, str) and is_data_file_of(f, run_id) for f in files):
+            raise InvalidIntent(f"data files {files!r} are not all named by run {run_id}")
+        if not isinstance(previous, str) or (previous and not LEDGER_PATTERN.fullmatch(previous)):
+            raise InvalidIntent(f"previous ledger {previous!r} is not a ledger path")
+        return cls(run_id=run_id, planned_snapshot=snapshot, data_files=tuple(files), previous_ledger=previous)
 
 
-def intent_path(state_dir: str, run_id: str) -> str:
-    return f"{state_dir}/{INTENT_PREFIX}{run_id}.json"
+def save_intent(target: Storage, intent: Intent) -> None:
+    target.write(intent_name(intent.run_id), intent.to_bytes())
 
 
-def save_intent(raw: Storage, state_dir: str, intent: Intent) -> None:
-    raw.write(intent_path(state_dir, intent.run_id), intent.to_bytes())
+@dataclass
+class Recovered:
+    """What recovery did: orphan data files deleted, runs left for later, intents set aside."""
+
+    orphans_removed: int = 0
+    runs_deferred: int = 0
+    intents_rejected: list[str] = field(default_factory=list)  # "<file>: <reason>"
 
 
-def recover(raw: Storage, target: Storage, state_dir: str, ledger: Ledger) -> int:
-    """Tidy up after every earlier run that left an intent; returns how many orphan data files went."""
-    removed = 0
-    for entry in raw.list(state_dir):
-        name = entry.rel.rsplit("/", 1)[-1]
-        if not (name.startswith(INTENT_PREFIX) and name.endswith(".json")):
+def recover(target: Target, raw: Storage, ledger: Ledger) -> Recovered:
+    """Tidy up after every earlier run that left an intent (see the module's docstring)."""
+    done, storage = Recovered(), target.storage
+    referenced: Optional[frozenset[str]] = None
+    for entry in storage.list(STATE_DIR):
+        if not (entry.rel.startswith(f"{STATE_DIR}/intent-") and entry.rel.endswith(".json")
+                and entry.rel.count("/") == STATE_DIR.count("/") + 1):
             continue
-        intent = Intent.from_bytes(raw.read(entry.rel))
-        if ledger.committed(intent.run_id):
+        try:
+            intent = Intent.from_bytes(storage.read(entry.rel))
+            if entry.rel != intent_name(intent.run_id):
+                raise InvalidIntent(f"its file name does not carry its run id {intent.run_id}")
+        except InvalidIntent as exc:
+            _set_aside(storage, entry.rel, str(exc))
+            done.intents_rejected.append(f"{entry.rel}: {exc}")
+            continue
+        if ledger.committed(intent.run_id) or target.committed(intent.run_id):
             log.info("[recover] run %s committed; finishing its tidy-up", intent.run_id)
-            finish(raw, target, state_dir, intent)
+            finish(target, intent)
             continue
-        log.warning("[recover] run %s never committed: removing its %d data file(s), staging and "
-                    "bookkeeping", intent.run_id, len(intent.data_files))
-        for rel in intent.data_files:
-            if target.exists(rel):
-                target.delete(rel)
-                removed += 1
-        target.delete_dir(intent.staging)
-        if intent.records:
-            raw.delete_dir(intent.records)
-        if intent.ledger:
-            raw.delete(intent.ledger)
-        raw.delete(entry.rel)
-    return removed
+        if target.snapshot_id == intent.planned_snapshot:
+            log.info("[recover] run %s could still commit (the table is at the snapshot it planned on): "
+                     "leaving its files until the table moves on", intent.run_id)
+            done.runs_deferred += 1
+            continue
+        if referenced is None:
+            referenced = referenced_files(target.table)
+        kept = [rel for rel in intent.data_files if storage.uri(rel) in referenced]
+        for rel in kept:
+            log.error("[recover] run %s: %s is referenced by the table: kept", intent.run_id, rel)
+        gone = [rel for rel in intent.data_files if rel not in kept and storage.exists(rel)]
+        log.warning("[recover] run %s never committed: removing its %d data file(s), staging and bookkeeping",
+                    intent.run_id, len(gone))
+        for rel in gone:
+            storage.delete(rel)
+        done.orphans_removed += len(gone)
+        storage.delete_dir(intent.staging)
+        raw.delete_dir(intent.records)
+        if intent.ledger != target.ledger_rel:
+            storage.delete(intent.ledger)
+        storage.delete(entry.rel)
+    return done
 
 
-def finish(raw: Storage, target: Storage, state_dir: str, intent: Intent) -> None:
-    """After the commit: drop the replaced ledger, the staging folder, then the intent itself."""
-    if intent.previous_ledger:
-        raw.delete(intent.previous_ledger)
-    target.delete_dir(intent.staging)
-    raw.delete(intent_path(state_dir, intent.run_id))
+def finish(target: Target, intent: Intent) -> None:
+    """After the commit: drop the replaced ledger (never the current one), the staging folder, the intent."""
+    if intent.previous_ledger and intent.previous_ledger != target.ledger_rel:
+        target.storage.delete(intent.previous_ledger)
+    target.storage.delete_dir(intent.staging)
+    target.storage.delete(intent_name(intent.run_id))
+
+
+def _set_aside(storage: Storage, rel: str, reason: str) -> None:
+    """Move an invalid intent to ``rejected/`` with its reason beside it; never fails the run."""
+    name = rel.rsplit("/", 1)[-1]
+    log.error("[recover] %s is not a valid intent (%s): set aside under %s, not acted on",
+              storage.uri(rel), reason, storage.uri(REJECTED_DIR))
+    try:
+        storage.write(f"{REJECTED_DIR}/{name}.reason.json", json.dumps({"file": rel, "reason": reason}).encode())
+        storage.move(rel, f"{REJECTED_DIR}/{name}")
+    except OSError as exc:
+        log.error("[recover] could not set %s aside (%s): it will be reported again", rel, exc)

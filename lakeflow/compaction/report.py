@@ -49,6 +49,7 @@ class Report:
     quarantined: list[dict[str, str]] = field(default_factory=list)  # {"file", "reason"}
     records_path: str = ""               # where this run's quarantined records are
     orphans_removed: int = 0             # data files of crashed runs deleted
+    intents_rejected: list[str] = field(default_factory=list)  # invalid intents set aside, with why
     source_files_deleted: int = 0
     quarantined_files_moved: int = 0
     snapshot_id: Optional[int] = None
@@ -114,6 +115,8 @@ class Report:
             lines.append(f"  quarantined records: {self.records_path}")
         if self.orphans_removed:
             lines.append(f"  removed {self.orphans_removed} orphan file(s) of an interrupted run")
+        for rejected in self.intents_rejected:
+            lines.append(f"  set aside an invalid intent, not acted on: {rejected}")
         if self.error:
             lines.append(f"  error: {self.error}")
         return lines

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Optional
 
 from lakeflow.compaction.commit import Target, commit, iceberg_catalog, open_target
 from lakeflow.compaction.config import CompactConfig
 from lakeflow.compaction.discover import Listing, list_parts
-from lakeflow.compaction.ledger import (COMPACTED, QUARANTINED, Ledger, RunRecord, entries_for,
-                                        ledger_name, load_ledger)
+from lakeflow.compaction.lease import Lease
+from lakeflow.compaction.ledger import COMPACTED, QUARANTINED, Ledger, RunRecord, entries_for, load_ledger
 from lakeflow.compaction.naming import DataFileStats, final_paths
-from lakeflow.compaction.quarantine import (MALFORMED, Sorted, move_quarantined, records_dir, sort_files,
-                                            unread_reasons)
+from lakeflow.compaction.quarantine import MALFORMED, Sorted, move_quarantined, sort_files, unread_reasons
 from lakeflow.compaction.recovery import Intent, finish, recover, save_intent
 from lakeflow.compaction.report import Report, stage
 from lakeflow.compaction.source import RawTable, open_raw
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
     from lakeflow.compaction.engine import Engine, FileSummary
 
 log = logging.getLogger("lakeflow.compaction")
-STAGING = "data/_staging"
 EXIT_ERROR, EXIT_BUSY = 2, 3  # (the crash hook exits with config.CRASH_EXIT)
 
 
@@ -45,6 +43,8 @@ class Run:
     listing: Listing = field(default_factory=lambda: Listing(parts=(), ignored=0))
     intent: Optional[Intent] = None
     engine: Optional["Engine"] = None   # started for a batch with new files
+    lease: Optional[Lease] = None       # held from hold_lease() on
+    deferred: int = 0                   # earlier runs that could still have committed when recovery ran
 
 
 @dataclass
@@ -59,22 +59,40 @@ class Batch:
 
 
 def begin(config: CompactConfig) -> Run:
-    """Load the raw table and the Iceberg table (created on first use) and the ledger they share."""
+    """Load the raw table and the Iceberg table (created on first use)."""
     report = Report(run_id=config.run_id, source="", target=config.target_name)
     with stage("open", f"raw table {config.settings.namespace_str}.{config.settings.table}, "
                        f"Iceberg table {config.target_name}"):
         raw = open_raw(config.settings)
         target = open_target(iceberg_catalog(config.settings), config.namespace, config.target_table,
                              raw.location, config.settings.s3_endpoint)
-        ledger = load_ledger(raw.storage, target.ledger_pointer)
     report.source = raw.location
-    log.info("[open] %s → %s (ledger: %d files consumed so far)", raw.location, target.location, len(ledger.files))
-    return Run(config=config, raw=raw, target=target, report=report, ledger=ledger)
+    return Run(config=config, raw=raw, target=target, report=report)
+
+
+def hold_lease(run: Run) -> Lease:
+    """The table's lease for this run (see :mod:`lakeflow.compaction.lease`), as a context manager."""
+    c = run.config
+    run.lease = Lease(run.target.storage, c.run_id, c.target_name, c.lease_ttl_s)
+    return run.lease
+
+
+def plan(run: Run) -> None:
+    """With the lease held: the table as it is now (the snapshot this run plans on) and its ledger."""
+    run.target.table.refresh()
+    run.ledger = load_ledger(run.target.ledger_pointer, run.target.storage, run.raw.storage)
+    log.info("[open] %s → %s at snapshot %s (ledger: %d files consumed so far)", run.raw.location,
+             run.target.location, run.target.snapshot_id, len(run.ledger.files))
 
 
 def recover_orphans(run: Run) -> None:
     """Remove what interrupted runs left behind (see :mod:`lakeflow.compaction.recovery`)."""
-    run.report.orphans_removed = recover(run.raw.storage, run.target.storage, run.config.state_dir, run.ledger)
+    assert run.lease is not None
+    run.lease.check()
+    done = recover(run.target, run.raw.storage, run.ledger)
+    run.report.orphans_removed += done.orphans_removed
+    run.report.intents_rejected += done.intents_rejected
+    run.deferred = done.runs_deferred
 
 
 def discover_new_files(run: Run) -> Batch:
@@ -88,9 +106,9 @@ def discover_new_files(run: Run) -> Batch:
     log.info("[discover] %d part files, %d new, %d consumed before, %d other files ignored",
              r.files_listed, len(new), r.files_already_consumed, r.files_ignored)
     if new:
-        c = run.config
-        run.intent = Intent(run_id=c.run_id, staging=f"{STAGING}/{c.run_id}", records=records_dir(c.run_id))
-        save_intent(run.raw.storage, c.state_dir, run.intent)
+        run.intent = Intent(run_id=run.config.run_id, planned_snapshot=run.target.snapshot_id,
+                            previous_ledger=run.target.ledger_rel)
+        save_intent(run.target.storage, run.intent)
     return Batch(files=new)
 
 
@@ -167,10 +185,9 @@ def name_data_files(run: Run, batch: Batch) -> None:
     if run.intent is None:
         return
     c = run.config
-    batch.data_files = final_paths(batch.staged, c.target_table, run.target.next_sequence)
-    run.intent = run.intent.with_outputs(batch.data_files, ledger=ledger_name(c.state_dir, c.run_id),
-                                         previous_ledger=run.ledger.path)
-    save_intent(run.raw.storage, c.state_dir, run.intent)
+    batch.data_files = final_paths(batch.staged, c.target_table, run.target.next_sequence, c.run_id)
+    run.intent = replace(run.intent, data_files=tuple(batch.data_files))
+    save_intent(run.target.storage, run.intent)
     for staged, final in zip(batch.staged, batch.data_files):
         run.target.storage.move(staged.rel, final)
         log.info("[write] %s (%d rows, %d bytes)", final, staged.rows, staged.size)
@@ -187,32 +204,46 @@ def commit_batch(run: Run, batch: Batch) -> None:
                        files=len(batch.data_files), rows_out=r.rows_out,
                        records=run.intent.records if r.records_path else "")
     ledger = run.ledger.advance(run.listing, entries, record)
-    run.raw.storage.write(run.intent.ledger, ledger.to_bytes())
+    target = run.target.storage
+    target.write(run.intent.ledger, ledger.to_bytes())
     summary = {"lakeflow.raw-files": str(r.files_compacted), "lakeflow.quarantined-files": str(r.files_quarantined),
                "lakeflow.rows-in": str(r.rows_in), "lakeflow.duplicates-dropped": str(r.duplicates_dropped)}
     sequence = run.target.next_sequence
-    with stage("commit", f"{len(batch.data_files)} data file(s) + ledger of {len(ledger.files)} raw files"):
-        r.snapshot_id = commit(run.target, [run.target.storage.uri(f) for f in batch.data_files],
-                               run.raw.storage.uri(run.intent.ledger), run.raw.location, c.run_id, summary)
-    r.sequence_number = sequence if r.snapshot_id is not None else None
-    r.ledger = run.raw.storage.uri(run.intent.ledger)
-    run.ledger = ledger
+    assert run.lease is not None
+    run.lease.check()
+    with stage("commit", f"{len(batch.data_files)} data file(s) + ledger of {len(ledger.files)} raw files, "
+                         f"asserting snapshot {run.intent.planned_snapshot}"):
+        r.snapshot_id = commit(run.target, [target.uri(f) for f in batch.data_files], target.uri(run.intent.ledger),
+                               run.raw.location, c.run_id, summary)
+    r.sequence_number = sequence
+    r.ledger = target.uri(run.intent.ledger)
+    run.ledger = replace(ledger, uri=r.ledger)
 
 
 def tidy_up(run: Run, batch: Batch) -> None:
     """After the commit: drop the staging folder and old ledger; delete / move consumed raw files."""
     if run.intent is not None:
-        finish(run.raw.storage, run.target.storage, run.config.state_dir, run.intent)
+        finish(run.target, run.intent)
+    if run.deferred and run.report.snapshot_id is not None:
+        recover_orphans(run)  # this run's commit moved the table on: those runs can no longer commit
     if run.config.move_quarantined:
         files = run.ledger.consumed(run.listing, QUARANTINED)
         reasons = {f.rel: run.ledger.files[f.rel].reason for f in files}
         run.report.quarantined_files_moved = move_quarantined(run.raw.storage, files, reasons, run.config.run_id)
     if run.config.delete_source:
-        files = run.ledger.consumed(run.listing, COMPACTED)
-        with stage("delete-source", f"{len(files)} compacted raw file(s)"):
+        compacted = run.ledger.consumed(run.listing, COMPACTED)
+        files = old_enough(compacted, run.config.delete_min_age_s)
+        with stage("delete-source", f"{len(files)} compacted raw file(s) older than "
+                                    f"{run.config.delete_min_age_s:g} s ({len(compacted) - len(files)} kept for now)"):
             for f in files:
                 run.raw.storage.delete(f.rel)
         run.report.source_files_deleted = len(files)
+
+
+def old_enough(files: list[FileEntry], min_age_s: float) -> list[FileEntry]:
+    """The files last modified at least ``min_age_s`` ago (a file of unknown age is never old enough)."""
+    now = datetime.now(timezone.utc)
+    return [f for f in files if f.mtime is not None and (now - f.mtime).total_seconds() >= min_age_s]
 
 
 def emit_report(run: Run) -> None:
@@ -231,8 +262,8 @@ def exit_code(main: Callable[[], int]) -> int:
     """Run ``main``; known failures become one clear line on stderr and an exit code."""
     from lakeflow.catalog.base import CatalogError
     from lakeflow.compaction.commit import CommitConflict
+    from lakeflow.compaction.lease import CompactionBusy, LeaseLost
     from lakeflow.compaction.ledger import LedgerError
-    from lakeflow.compaction.lock import CompactionBusy
     from lakeflow.settings import SettingsError
 
     try:
@@ -240,6 +271,6 @@ def exit_code(main: Callable[[], int]) -> int:
     except CompactionBusy as exc:
         print(f"compact: refused: {exc}", file=sys.stderr)
         return EXIT_BUSY
-    except (SettingsError, CatalogError, LedgerError, CommitConflict) as exc:
+    except (SettingsError, CatalogError, LedgerError, CommitConflict, LeaseLost) as exc:
         print(f"compact: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -8,6 +8,7 @@ the arrow engine its raw JSON and Parquet; the Spark engine reads and writes thr
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
@@ -63,6 +64,7 @@ class Storage:
         scheme, netloc, path = PyArrowFileIO.parse_location(self.location)
         self._fs = self.io.fs_by_scheme(scheme, netloc)
         self._root = path.rstrip("/")
+        self._client = None
 
     def __repr__(self) -> str:
         return f"Storage({self.location!r}, {redact(self._props)!r})"
@@ -113,7 +115,7 @@ class Storage:
     def read_many(self, rels: Sequence[str], threads: int = 16) -> list[bytes]:
         """Several whole files, in order: one after the other on local disks (fastest there), from
         ``threads`` threads on object stores (their latency overlaps)."""
-        if urlparse(self.location).scheme == "file":
+        if self.is_local:
             out = []
             for rel in rels:
                 with open(self._path(rel), "rb") as f:
@@ -124,18 +126,67 @@ class Storage:
         with ThreadPoolExecutor(threads) as pool:
             return list(pool.map(self.read, rels))
 
+    @property
+    def is_local(self) -> bool:
+        return urlparse(self.location).scheme == "file"
+
     def write(self, rel: str, data: bytes) -> None:
-        """Write a whole file; on local disks through a temporary file and a rename (atomic)."""
+        """Write a whole file durably: on local disks a synced temporary file renamed into place (then
+        the folder synced); on S3 one PUT, which appears whole or not at all."""
         path = self._path(rel)
         self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        if urlparse(self.location).scheme == "file":
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with self._fs.open_output_stream(tmp, compression=None) as f:
+        if not self.is_local:
+            with self._fs.open_output_stream(path, compression=None) as f:
                 f.write(data)
-            self._fs.move(tmp, path)
-        else:
-            with self._fs.open_output_stream(path, compression=None) as f:  # an S3 PUT appears whole or not at all
-                f.write(data)
+            return
+        tmp = self._local_temp(path, data)
+        os.replace(tmp, path)
+        _sync_dir(os.path.dirname(path))
+
+    def create(self, rel: str, data: bytes) -> bool:
+        """Create a whole file only if none is at ``rel``; False if one is — a conditional create
+        (``If-None-Match: *`` on S3, a hard link on local disks), atomic among hosts."""
+        path = self._path(rel)
+        self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        if self.is_local:
+            tmp = self._local_temp(path, data)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+            _sync_dir(os.path.dirname(path))
+            return True
+        from botocore.exceptions import ClientError
+
+        bucket, key = path.split("/", 1)
+        try:
+            self._s3().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            raise
+        return True
+
+    def _local_temp(self, path: str, data: bytes) -> str:
+        """``data`` in a synced temporary file beside ``path``; returns its path."""
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return tmp
+
+    def _s3(self):
+        """A boto3 S3 client with this table's credentials (for what pyarrow cannot do)."""
+        if self._client is None:
+            import boto3
+
+            from lakeflow.credentials import VendedConfig, to_s3a
+
+            self._client = boto3.client("s3", **to_s3a(VendedConfig(self.location, self._props)).boto3())
+        return self._client
 
     def move(self, src: str, dst: str) -> None:
         self._fs.create_dir(self._path(dst).rsplit("/", 1)[0], recursive=True)
@@ -176,3 +227,12 @@ class Storage:
 
         with self._fs.open_input_file(self._path(rel)) as f:
             return pq.read_metadata(f)
+
+
+def _sync_dir(path: str) -> None:
+    """Make a rename or link in ``path`` durable (POSIX: fsync the folder)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -75,12 +75,12 @@ def _config(args: argparse.Namespace, environ: dict[str, str]):
             conn = replace(conn, auth=Auth(Secret(token) if token else None, user, Secret(password) if password else None))
         except ValueError as exc:
             raise ConfigError(f"FLINK_API_* environment: {exc}") from None
-    conn = replace(conn, url=args.rest_url or conn.url,
-                   timeout_s=args.timeout if args.timeout is not None else conn.timeout_s,
-                   max_retries=args.max_retries if args.max_retries is not None else conn.max_retries)
+    conn = _userinfo_as_auth(replace(
+        conn, url=args.rest_url or conn.url, timeout_s=args.timeout if args.timeout is not None else conn.timeout_s,
+        max_retries=args.max_retries if args.max_retries is not None else conn.max_retries))
     gateway = cfg.sql_gateway
     if args.sql_gateway_url or gateway:
-        gateway = replace(conn, url=args.sql_gateway_url or gateway.url)
+        gateway = _userinfo_as_auth(replace(conn, url=args.sql_gateway_url or gateway.url))
     changes: dict = {"connection": conn, "sql_gateway": gateway}
     if args.job_name_allow or args.job_name_deny:
         changes["job_name_pattern"] = NamePattern(tuple(args.job_name_allow or cfg.job_name_pattern.allow),
@@ -104,6 +104,26 @@ def _config(args: argparse.Namespace, environ: dict[str, str]):
     if changes.get("max_workers", 1) < 1:
         raise ConfigError(f"--max-workers: expected ≥ 1, got {changes['max_workers']}")
     return replace(cfg, **changes)
+
+
+def _userinfo_as_auth(conn):
+    """``conn`` with a URL's ``user:password@`` moved into its HTTP basic auth (as requests would
+    use it), so the URL that is logged, shown and published (``externalUrl``) holds no credentials."""
+    from dataclasses import replace
+    from urllib.parse import unquote, urlsplit
+
+    from lakeflow.lineage.config import ConfigError
+    from lakeflow.lineage.flink_rest import Auth
+    from lakeflow.secret import Secret, redact_url
+
+    parts = urlsplit(conn.url)
+    if parts.username is None:
+        return conn
+    try:
+        auth = Auth(username=unquote(parts.username), password=Secret(unquote(parts.password or "")))
+    except ValueError as exc:
+        raise ConfigError(f"{redact_url(conn.url)}: {exc}") from None
+    return replace(conn, url=parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl(), auth=auth)
 
 
 def _default_lineage_dir(environ: dict[str, str]):
@@ -152,6 +172,7 @@ def _run(args: argparse.Namespace, cfg, token) -> int:
     from lakeflow.lineage import state
     from lakeflow.lineage.harvest import harvest
     from lakeflow.lineage.report import HarvestReport
+    from lakeflow.secret import redact_url
 
     report = HarvestReport()
     result = harvest(cfg, report)
@@ -180,7 +201,7 @@ def _run(args: argparse.Namespace, cfg, token) -> int:
             from lakeflow.lineage.emit_datahub import proposals, send
             mcps = mcps or proposals(graph, cfg.env, cfg.platform_instance, removed)
             sent = send(mcps, args.datahub_gms, token, cfg.connection.timeout_s, cfg.connection.max_retries)
-            print(f"sent {sent} proposals to {args.datahub_gms}", file=sys.stderr)
+            print(f"sent {sent} proposals to {redact_url(args.datahub_gms)}", file=sys.stderr)
     if cfg.state_file is not None and not verdict.warning:
         state.save(cfg.state_file, verdict.state)  # only after the output is written
     for line in report.lines():

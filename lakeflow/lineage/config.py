@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from lakeflow.lineage.flink_rest import Auth, Connection
+from lakeflow.lineage.sql_gateway import MAX_ROWS
 from lakeflow.secret import Secret
 
 DEFAULT_STATES = ("RUNNING", "FINISHED", "FAILED", "CANCELED")
@@ -51,7 +52,8 @@ class CatalogPlatform:
 class HarvestConfig:
     connection: Connection
     sql_gateway: Optional[Connection] = None
-    sql_gateway_operation_timeout_s: float = 60.0
+    sql_gateway_operation_timeout_s: float = 60.0  # one statement, waiting and paging included
+    sql_gateway_max_rows: int = MAX_ROWS  # result rows of one statement
     job_name_pattern: NamePattern = NamePattern()
     include_job_states: tuple[str, ...] = DEFAULT_STATES
     env: str = "PROD"
@@ -153,10 +155,16 @@ def from_mapping(data: Any) -> HarvestConfig:
     except ValueError as exc:
         raise ConfigError(f"config.connection: {exc}") from None
     conn = Connection(url=rest, auth=auth, verify_ssl=c.get("verify_ssl", bool, True),
-                      timeout_s=c.get("timeout_seconds", float, 30.0), max_retries=c.get("max_retries", int, 3))
+                      timeout_s=c.get("timeout_seconds", float, 30.0), max_retries=c.get("max_retries", int, 3),
+                      deadline_s=c.get("request_deadline_seconds", float, 120.0))
     gateway_url = c.get("sql_gateway_url", str)
     op_timeout = c.get("sql_gateway_operation_timeout_seconds", float, 60.0)
+    max_rows = c.get("sql_gateway_max_rows", int, MAX_ROWS)
     c.done()
+    for key, value in (("request_deadline_seconds", conn.deadline_s),
+                       ("sql_gateway_operation_timeout_seconds", op_timeout), ("sql_gateway_max_rows", max_rows)):
+        if value <= 0:
+            raise ConfigError(f"config.connection.{key}: expected > 0, got {value}")
 
     p = r.sub("job_name_pattern")
     pattern = NamePattern(allow=_strings(p.get("allow", list, [".*"]), "config.job_name_pattern.allow"),
@@ -202,7 +210,7 @@ def from_mapping(data: Any) -> HarvestConfig:
     cfg = HarvestConfig(
         connection=conn,
         sql_gateway=replace(conn, url=gateway_url) if gateway_url else None,
-        sql_gateway_operation_timeout_s=op_timeout,
+        sql_gateway_operation_timeout_s=op_timeout, sql_gateway_max_rows=max_rows,
         job_name_pattern=pattern, include_job_states=states,
         env=r.get("env", str, "PROD"), platform_instance=r.get("platform_instance", str),
         platform_instance_map={str(k): str(v) for k, v in pim.items()}, catalog_platform_map=cmap,

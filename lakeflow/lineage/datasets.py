@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Optional
 from urllib.parse import urlparse
 
+from lakeflow.secret import strip_credentials
+
 # What lakeflow's own jobs declare (Flink global job parameters / Spark run events).
 PARAM_PREFIX = "lakeflow."
 PARAM_CATALOG = "lakeflow.catalog"            # "lakekeeper" or "local"
@@ -34,6 +36,11 @@ class DatasetId:
 
     namespace: str
     name: str
+
+    def __post_init__(self) -> None:
+        # The one place names are made fit to publish: no URL credentials (user:pass@, password=…).
+        object.__setattr__(self, "namespace", strip_credentials(self.namespace))
+        object.__setattr__(self, "name", strip_credentials(self.name))
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name.lstrip('/')}" if self.namespace != "file" else f"file://{self.name}"

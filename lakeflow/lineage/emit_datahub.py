@@ -14,7 +14,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.graph import Graph, Run
-from lakeflow.secret import Secret
+from lakeflow.secret import Secret, redact_url
 
 ACTOR = "urn:li:corpuser:datahub"
 BATCH = 100
@@ -145,6 +145,7 @@ def send(mcps: Sequence[dict[str, Any]], gms_url: str, token: Optional[Secret] =
     if token:
         session.headers["Authorization"] = f"Bearer {token.reveal()}"
     url = f"{gms_url.rstrip('/')}/aspects?action=ingestProposalBatch"
+    shown = redact_url(url)
     sent = 0
     try:
         for i in range(0, len(mcps), BATCH):
@@ -152,9 +153,9 @@ def send(mcps: Sequence[dict[str, Any]], gms_url: str, token: Optional[Secret] =
             try:
                 response = session.post(url, data=json.dumps({"proposals": batch}))
             except requests.RequestException as exc:  # after the session's retries
-                raise EmitError(f"DataHub GMS POST {url}: {type(exc).__name__}: {str(exc)[:300]}") from exc
+                raise EmitError(f"DataHub GMS POST {shown}: {type(exc).__name__}: {str(exc)[:300]}") from exc
             if response.status_code >= 400:
-                raise EmitError(f"DataHub GMS POST {url}: HTTP {response.status_code}: {response.text[:300]}")
+                raise EmitError(f"DataHub GMS POST {shown}: HTTP {response.status_code}: {response.text[:300]}")
             sent += len(batch)
     finally:
         session.close()

@@ -3,13 +3,17 @@
 Endpoints: ``/v1/config``, ``/v1/jobs/overview``, ``/v1/jobs/{id}`` (with its plan; ``/plan`` when
 a JobManager leaves it out), ``/config``, ``/checkpoints``, ``/checkpoints/config``,
 ``/exceptions`` and, for live jobs, the vertex metrics. Retries, backoff and timeouts come from
-:mod:`lakeflow.http` (5xx, 429 and connection errors are retried); every payload becomes a frozen
-dataclass here, and every malformed answer becomes a :class:`FlinkRestError` naming the URL.
+:mod:`lakeflow.http` (5xx, 429 and connection errors are retried; an answer has a wall-clock
+deadline and a size limit); every payload becomes a frozen dataclass here, and every malformed
+answer (also NaN, 1e400 or nesting deeper than the JSON decoder goes) becomes a
+:class:`FlinkRestError` naming the URL.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Optional, TypeVar
 
@@ -58,12 +62,14 @@ class Auth:
 
 @dataclass(frozen=True)
 class Connection:
-    """How to reach a REST endpoint: URL, auth, TLS, timeout and retries."""
+    """How to reach a REST endpoint: URL, auth, TLS, timeouts and retries. ``timeout_s`` bounds
+    each read, ``deadline_s`` a whole answer (however slowly it trickles in)."""
 
     url: str
     auth: Auth = Auth()
     verify_ssl: bool = True
     timeout_s: float = 30.0
+    deadline_s: float = 120.0
     max_retries: int = 3
     backoff_s: float = 0.5
 
@@ -81,36 +87,52 @@ def new_session(conn: Connection, retry_500: bool = True) -> requests.Session:
     return session
 
 
-def read_json(response: requests.Response, what: str) -> Any:
-    """The JSON body of a successful answer, bounded in size; a clear error otherwise."""
+def read_json(response: requests.Response, what: str, deadline: float) -> Any:
+    """The JSON body of a successful answer, read by ``deadline`` (``time.monotonic()``) and
+    bounded in size, strictly parsed; a clear error otherwise."""
+    from lakeflow.http import AnswerRefused, read_body
+
     try:
         if response.status_code >= 400:
-            body = response.raw.read(2000, decode_content=True).decode("utf-8", "replace")
-            detail = _error_text(body)
+            detail = _error_text(read_body(response, deadline, 2000, cut=True).decode("utf-8", "replace"))
             raise FlinkRestError(f"{what}: HTTP {response.status_code}: {detail}", response.status_code, detail)
-        chunks, size = [], 0
-        for chunk in response.iter_content(1024 * 1024):
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                raise FlinkRestError(f"{what}: answer larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB refused")
-            chunks.append(chunk)
+        body = read_body(response, deadline, MAX_BODY_BYTES)
+    except AnswerRefused as exc:
+        raise FlinkRestError(f"{what}: {exc}") from None
     except requests.RequestException as exc:
         raise FlinkRestError(f"{what}: reading the answer failed: {exc}") from exc
-    finally:
-        response.close()
-    body = b"".join(chunks)
     try:
-        return json.loads(body)
-    except ValueError:
+        return strict_json(body)
+    except ValueError as exc:
         kind = response.headers.get("Content-Type", "unknown content type")
-        raise FlinkRestError(f"{what}: answer is not JSON ({kind}, {len(body)} bytes): "
+        raise FlinkRestError(f"{what}: answer is not JSON ({kind}, {len(body)} bytes; {exc}): "
                              f"{body[:120].decode('utf-8', 'replace')!r}") from None
+
+
+def strict_json(text: "str | bytes") -> Any:
+    """``json.loads`` refusing what Python accepts but JSON does not: NaN, Infinity, numbers beyond
+    a float (1e400); nesting too deep for the decoder is a ``ValueError`` too."""
+    try:
+        return json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _not_a_number(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} does not fit a float")
+    return value
 
 
 def _error_text(body: str) -> str:
     """Flink's ``{"errors": [...]}``: the innermost ``Caused by`` line, else the first line."""
     try:
-        errors = json.loads(body).get("errors")
+        errors = strict_json(body).get("errors")
     except (ValueError, AttributeError):
         errors = None
     if not isinstance(errors, list) or not errors:
@@ -363,53 +385,61 @@ class FlinkRestClient:
     def get(self, path: str) -> Any:
         """GET ``/v1{path}`` → parsed JSON (retried by the session on 5xx/429/connection errors)."""
         url = f"{self.base}/v1{path}"
+        deadline = time.monotonic() + self.conn.deadline_s
         try:
             response = self._session.get(url, stream=True, timeout=self.conn.timeout_s)
         except requests.RequestException as exc:
             raise FlinkRestError(f"GET {url}: {_reason(exc)}") from exc
-        return read_json(response, f"GET {url}")
+        return read_json(response, f"GET {url}", deadline)
 
-    def cluster_config(self) -> ClusterConfig:
-        return parse_cluster_config(self.get("/config"))
-
-    def jobs(self) -> tuple[JobSummary, ...]:
-        return parse_overview(self.get("/jobs/overview"))
-
-    def job(self, jid: str) -> JobDetail:
-        detail = parse_job(self.get(f"/jobs/{jid}"))
-        if detail.plan is None:  # some JobManagers leave the plan out of the job details
-            plan = self.get(f"/jobs/{jid}/plan")
-            detail = replace(detail, plan=parse_plan(plan.get("plan", plan), f"GET /v1/jobs/{jid}/plan"))
-        return detail
-
-    def job_config(self, jid: str) -> JobConfig:
-        return parse_job_config(self.get(f"/jobs/{jid}/config"), jid)
-
-    def checkpoints(self, jid: str) -> Optional[CheckpointStats]:
-        """None when checkpointing is not enabled (Flink answers 404, e.g. for batch jobs)."""
-        d = self._unless_404(f"/jobs/{jid}/checkpoints")
-        return None if d is None else parse_checkpoints(d, jid)
-
-    def checkpoint_config(self, jid: str) -> Optional[CheckpointConfig]:
-        """None when checkpointing is not enabled."""
-        d = self._unless_404(f"/jobs/{jid}/checkpoints/config")
-        return None if d is None else parse_checkpoint_config(d, jid)
-
-    def _unless_404(self, path: str) -> Any:
+    def _read(self, path: str, parse: Callable[[Any], T]) -> T:
+        """GET ``path`` typed by ``parse``: a payload it cannot take is a FlinkRestError too."""
+        payload = self.get(path)
         try:
-            return self.get(path)
+            return parse(payload)
+        except (TypeError, ValueError, AttributeError, LookupError, OverflowError, RecursionError) as exc:
+            raise FlinkRestError(f"GET {self.base}/v1{path}: unusable answer ({type(exc).__name__}: "
+                                 f"{str(exc)[:200]})") from None
+
+    def _unless_404(self, path: str, parse: Callable[[Any], T]) -> Optional[T]:
+        try:
+            return self._read(path, parse)
         except FlinkRestError as exc:
             if exc.status == 404:
                 return None
             raise
 
+    def cluster_config(self) -> ClusterConfig:
+        return self._read("/config", parse_cluster_config)
+
+    def jobs(self) -> tuple[JobSummary, ...]:
+        return self._read("/jobs/overview", parse_overview)
+
+    def job(self, jid: str) -> JobDetail:
+        detail = self._read(f"/jobs/{jid}", parse_job)
+        if detail.plan is None:  # some JobManagers leave the plan out of the job details
+            path = f"/jobs/{jid}/plan"
+            detail = replace(detail, plan=self._read(path, lambda p: parse_plan(p.get("plan", p), f"GET /v1{path}")))
+        return detail
+
+    def job_config(self, jid: str) -> JobConfig:
+        return self._read(f"/jobs/{jid}/config", lambda d: parse_job_config(d, jid))
+
+    def checkpoints(self, jid: str) -> Optional[CheckpointStats]:
+        """None when checkpointing is not enabled (Flink answers 404, e.g. for batch jobs)."""
+        return self._unless_404(f"/jobs/{jid}/checkpoints", lambda d: parse_checkpoints(d, jid))
+
+    def checkpoint_config(self, jid: str) -> Optional[CheckpointConfig]:
+        """None when checkpointing is not enabled."""
+        return self._unless_404(f"/jobs/{jid}/checkpoints/config", lambda d: parse_checkpoint_config(d, jid))
+
     def exceptions(self, jid: str) -> ExceptionHistory:
-        return parse_exceptions(self.get(f"/jobs/{jid}/exceptions"), jid)
+        return self._read(f"/jobs/{jid}/exceptions", lambda d: parse_exceptions(d, jid))
 
     def vertex_io(self, jid: str, vid: str) -> IOMetrics:
         """Task I/O counters of a live vertex, summed over its subtasks."""
         path = f"/jobs/{jid}/vertices/{vid}/subtasks/metrics?get={','.join(VERTEX_METRICS)}&agg=sum"
-        return parse_vertex_metrics(self.get(path), f"GET {path}")
+        return self._read(path, lambda d: parse_vertex_metrics(d, f"GET {path}"))
 
 
 def _reason(exc: requests.RequestException) -> str:

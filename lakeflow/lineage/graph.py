@@ -20,7 +20,7 @@ from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.flink_rest import (CheckpointConfig, CheckpointStats, ExceptionHistory, IOMetrics,
                                          JobConfig, JobDetail)
 from lakeflow.lineage.resolve import Resolution
-from lakeflow.secret import redact
+from lakeflow.secret import redact, strip_credentials
 
 FLINK, SPARK = "flink", "spark"
 RESULTS = {"FINISHED": "SUCCESS", "FAILED": "FAILURE", "CANCELED": "SKIPPED",
@@ -168,8 +168,10 @@ def build(flink_jobs: Iterable[FlinkJob], spark_runs: Iterable[SparkRun], *, ver
           rest_url: str, flink_version: str = "", failed_jobs: Iterable[tuple[str, str]] = (),
           include_runs: bool = True) -> Graph:
     """The graph of every harvested job; sorted, so equal inputs give equal graphs. Without
-    ``include_runs`` there are no runs (DataProcessInstances)."""
+    ``include_runs`` there are no runs (DataProcessInstances). ``rest_url`` is published without
+    credentials."""
     flink_jobs, spark_runs = list(flink_jobs), list(spark_runs)
+    rest_url = strip_credentials(rest_url)
     canon, instances = _Canon(), {}
     links = [(r.dataset, a) for job in flink_jobs for r in job.resolutions if r.dataset for a in r.aliases]
     links += [(d, a) for run in spark_runs for d in run.inputs + run.outputs for a in run.aliases.get(d, ())]

@@ -1,8 +1,9 @@
 """One harvest: read the JobManager (and the SQL Gateway, and the lineage store), build the graph.
 
-Job details are fetched with bounded parallelism (``max_workers``). A job that cannot be read is
-reported and left out; the harvest goes on. Jobs filtered out by name or state are still *seen*:
-stale-entity removal never removes a job the cluster still has (e.g. one that is RESTARTING).
+Job details are fetched with bounded parallelism (``max_workers``). A job that cannot be read, or
+whose answers cannot be used (a bad payload), is reported and left out; the harvest goes on. Jobs
+filtered out by name or state are still *seen*: stale-entity removal never removes a job the
+cluster still has (e.g. one that is RESTARTING).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ def harvest(config: HarvestConfig, report: Optional[HarvestReport] = None) -> Ha
     """Read everything the config points at and build the lineage graph."""
     report = report or HarvestReport()
     client = FlinkRestClient(config.connection)
-    gateway = (SqlGatewayClient(config.sql_gateway, config.sql_gateway_operation_timeout_s)
-               if config.sql_gateway and config.include_lineage else None)
+    gateway = (SqlGatewayClient(config.sql_gateway, config.sql_gateway_operation_timeout_s,
+                                config.sql_gateway_max_rows) if config.sql_gateway and config.include_lineage else None)
     try:
         with report.timed("cluster"):
             cluster = client.cluster_config()
@@ -92,7 +93,7 @@ def _select(config: HarvestConfig, summaries: tuple[JobSummary, ...], report: Ha
 
 
 def _job(client: FlinkRestClient, resolver: Resolver, config: HarvestConfig, s: JobSummary) -> "FlinkJob | str":
-    """One job, fully read and resolved; or the error text when it cannot be read."""
+    """One job, fully read and resolved; or the error text when it cannot be read or used."""
     try:
         detail = client.job(s.jid)
         job_config = client.job_config(s.jid)
@@ -111,6 +112,8 @@ def _job(client: FlinkRestClient, resolver: Resolver, config: HarvestConfig, s: 
         return FlinkJob(detail, job_config, checkpoints, checkpoint_config, exceptions, live_io, resolutions)
     except FlinkRestError as exc:
         return str(exc)
+    except (ValueError, TypeError, AttributeError, LookupError, OverflowError, RecursionError) as exc:
+        return f"unusable answer ({type(exc).__name__}: {str(exc)[:200]})"  # e.g. a location in its plan
 
 
 def _live_io(client: FlinkRestClient, detail: JobDetail) -> Optional[IOMetrics]:

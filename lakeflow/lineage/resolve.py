@@ -24,6 +24,7 @@ from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.flink_rest import FlinkRestError
 from lakeflow.lineage.plan import SINK, Reference, TableRef
 from lakeflow.lineage.sql_gateway import SqlGatewayClient
+from lakeflow.secret import redact_url
 
 NOT_DATASETS = frozenset({"datagen", "print", "blackhole"})
 JDBC_PLATFORMS = {"jdbc:postgresql": "postgres", "jdbc:mysql": "mysql", "jdbc:sqlserver": "mssql",
@@ -129,7 +130,7 @@ class Resolver:
     def _jdbc(self, ref: Reference, t: TableRef, url: str, instance: Optional[str]) -> Resolution:
         platform = next((p for prefix, p in JDBC_PLATFORMS.items() if url.startswith(prefix)), None)
         if platform is None:
-            return Resolution(ref, unresolved=f"catalog table {t}: unknown JDBC URL {url!r}")
+            return Resolution(ref, unresolved=f"catalog table {t}: unknown JDBC URL {redact_url(url)!r}")
         host = urlparse(url[len("jdbc:"):]).netloc
         namespace = f"{platform}://{host}" if host else platform
         return Resolution(ref, DatasetId(namespace, f"{t.database}.{t.table}"), platform_instance=instance)

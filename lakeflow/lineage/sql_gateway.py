@@ -5,10 +5,13 @@ REST protocol (v1; the same for v2 with ``rowFormat``): ``POST /v1/sessions`` �
 → ``resultType`` ``NOT_READY`` (poll again), ``PAYLOAD`` (rows + ``nextResultUri``) or ``EOS``.
 Lookups (``DESCRIBE CATALOG EXTENDED``, ``SHOW CREATE TABLE``) go through a thread-safe,
 single-flight cache: concurrent workers asking for the same catalog or table wait for one call.
+A statement has an overall deadline and a row cap, and only follows a ``nextResultUri`` that is a
+path on the gateway (credentials never go elsewhere); any of these failing fails that statement.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -23,6 +26,8 @@ from lakeflow.lineage.plan import TableRef
 
 V = TypeVar("V")
 POLL_S = 0.05
+MAX_ROWS = 10_000  # result rows of one statement (a catalog description, a table's DDL: a few)
+_PATH = re.compile(r"/(?!/)[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*")  # a path (and query) on this origin
 
 
 class SingleFlight(Generic[V]):
@@ -56,24 +61,26 @@ class StatementResult:
 class SqlGatewayClient:
     """One gateway session, opened on first use; safe to share between threads."""
 
-    def __init__(self, conn: Connection, operation_timeout_s: float = 60.0,
+    def __init__(self, conn: Connection, operation_timeout_s: float = 60.0, max_rows: int = MAX_ROWS,
                  session: Optional[requests.Session] = None) -> None:
         self.conn = conn
         self.base = conn.url.rstrip("/")
-        self.operation_timeout_s = operation_timeout_s
+        self.operation_timeout_s = operation_timeout_s  # a whole statement: waiting and paging
+        self.max_rows = max_rows
         self._http = session or new_session(conn, retry_500=False)
         self._handle: Optional[str] = None
         self._open_lock = threading.Lock()
         self._catalogs: SingleFlight[dict[str, str]] = SingleFlight()
         self._tables: SingleFlight[dict[str, str]] = SingleFlight()
 
-    def _call(self, method: str, path: str, body: Optional[dict] = None) -> Any:
+    def _call(self, method: str, path: str, body: Optional[dict] = None, deadline: float = math.inf) -> Any:
         url = f"{self.base}{path}"
+        deadline = min(deadline, time.monotonic() + self.conn.deadline_s)
         try:
             response = self._http.request(method, url, json=body, stream=True, timeout=self.conn.timeout_s)
         except requests.RequestException as exc:
             raise FlinkRestError(f"SQL Gateway {method} {url}: {type(exc).__name__}: {str(exc)[:300]}") from exc
-        return read_json(response, f"SQL Gateway {method} {url}")
+        return read_json(response, f"SQL Gateway {method} {url}", deadline)
 
     def _session(self) -> str:
         with self._open_lock:
@@ -94,36 +101,47 @@ class SqlGatewayClient:
             raise FlinkRestError(f"{statement}: {exc.detail}", exc.status, exc.detail) from exc
 
     def _execute(self, statement: str) -> StatementResult:
+        deadline = time.monotonic() + self.operation_timeout_s
         s = self._session()
-        answer = self._call("POST", f"/v1/sessions/{s}/statements", {"statement": statement})
+        answer = self._by(deadline, "POST", f"/v1/sessions/{s}/statements", {"statement": statement})
         op = answer.get("operationHandle") if isinstance(answer, dict) else None
         if not isinstance(op, str):
             raise FlinkRestError(f"SQL Gateway: statement answered no operationHandle: {answer!r:.200}")
         uri: Optional[str] = f"/v1/sessions/{s}/operations/{op}/result/0"
-        deadline = time.monotonic() + self.operation_timeout_s
         columns: tuple[str, ...] = ()
         rows: list[tuple[Any, ...]] = []
         while uri:
-            page = self._call("GET", uri)
+            if time.monotonic() > deadline:
+                raise FlinkRestError(f"not done after {self.operation_timeout_s:g}s")
+            page = self._by(deadline, "GET", uri)
             kind = page.get("resultType") if isinstance(page, dict) else None
             if kind == "NOT_READY":
-                if time.monotonic() > deadline:
-                    raise FlinkRestError(f"SQL Gateway: {statement!r} not ready after {self.operation_timeout_s:.0f}s")
                 time.sleep(POLL_S)
                 continue
             if kind not in ("PAYLOAD", "EOS"):
                 raise FlinkRestError(f"SQL Gateway: unexpected resultType {kind!r} for {statement!r}")
-            results = page.get("results") or {}
-            if results.get("columns"):
-                columns = tuple(str(c.get("name")) for c in results["columns"])
-            rows.extend(tuple(r.get("fields", ())) for r in results.get("data") or ())
-            uri = page.get("nextResultUri") if kind == "PAYLOAD" else None
+            columns, page_rows = _page(page.get("results"), columns)
+            rows.extend(page_rows)
+            if len(rows) > self.max_rows:
+                raise FlinkRestError(f"more than {self.max_rows} result rows: refused")
+            uri = _next_uri(page.get("nextResultUri")) if kind == "PAYLOAD" else None
         return StatementResult(columns, tuple(rows))
+
+    def _by(self, deadline: float, method: str, path: str, body: Optional[dict] = None) -> Any:
+        """A call that has to be done by the statement's ``deadline``."""
+        try:
+            return self._call(method, path, body, deadline)
+        except FlinkRestError:
+            if time.monotonic() > deadline:
+                raise FlinkRestError(f"not done after {self.operation_timeout_s:g}s") from None
+            raise
 
     def catalog_info(self, catalog: str) -> dict[str, str]:
         """``DESCRIBE CATALOG EXTENDED`` (Flink 1.20+): ``type``, ``option:*``, … (cached)."""
         def load() -> dict[str, str]:
             result = self.execute(f"DESCRIBE CATALOG EXTENDED {quote(catalog)}")
+            if any(len(row) < 2 for row in result.rows):
+                raise FlinkRestError("SQL Gateway: malformed result page: rows without a value")
             return {str(k): "" if v is None else str(v) for k, v, *_ in result.rows}
         return self._catalogs.get(catalog, load)
 
@@ -131,7 +149,7 @@ class SqlGatewayClient:
         """The ``WITH (…)`` options of ``SHOW CREATE TABLE`` (cached)."""
         def load() -> dict[str, str]:
             result = self.execute(f"SHOW CREATE TABLE {'.'.join(quote(p) for p in (table.catalog, table.database, table.table) if p)}")
-            if not result.rows:
+            if not result.rows or not result.rows[0]:
                 raise FlinkRestError(f"SQL Gateway: SHOW CREATE TABLE {table} returned nothing")
             return with_options(str(result.rows[0][0]))
         return self._tables.get(table, load)
@@ -145,6 +163,27 @@ class SqlGatewayClient:
             pass
         finally:
             self._http.close()
+
+
+def _page(results: Any, columns: tuple[str, ...]) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    """A result page's columns (the previous ones when it names none) and rows. A page of another
+    shape is an error that does not quote it (a table's DDL may hold secrets)."""
+    results = results or {}
+    named = (results.get("columns") or []) if isinstance(results, dict) else None
+    data = (results.get("data") or []) if isinstance(results, dict) else None
+    fields = [r.get("fields") if isinstance(r, dict) else None for r in data] if isinstance(data, list) else None
+    if not isinstance(named, list) or fields is None or not all(isinstance(f, list) for f in fields):
+        raise FlinkRestError("SQL Gateway: malformed result page")
+    if named:
+        columns = tuple(str(c.get("name") if isinstance(c, dict) else c) for c in named)
+    return columns, [tuple(f) for f in fields]
+
+
+def _next_uri(uri: Any) -> Optional[str]:
+    """The next page's path; anything that could lead elsewhere than the gateway is refused."""
+    if uri is None or isinstance(uri, str) and _PATH.fullmatch(uri):
+        return uri
+    raise FlinkRestError(f"nextResultUri {uri!r:.200} refused: expected a path on the gateway")
 
 
 def quote(identifier: str) -> str:

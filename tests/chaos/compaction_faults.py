@@ -168,3 +168,81 @@ def bad_files(workdir: Path, *, engine: str = "spark", files: int = 1000, per_fi
                      "the run's summary does not name every quarantined file")
     return result
 
+
+
+def shared_home(workdir: Path, first: LakeflowHome) -> LakeflowHome:
+    """A second lakeflow home (as on another host) sharing ``first``'s catalogs and tables, not its
+    local state: both compactors work on the same raw and Iceberg tables."""
+    home = workdir / "host-b" / "lakeflow-home"
+    home.mkdir(parents=True)
+    for name in ("catalog.json", ".catalog.lock", "iceberg.db", "iceberg", "warehouse"):
+        (home / name).symlink_to(first.home / name)
+    return LakeflowHome(home=home, raw=first.raw, env={**first.env, "LAKEFLOW_HOME": str(home)})
+
+
+def missing_referenced(home: LakeflowHome) -> list[str]:
+    """Data files some snapshot of the Iceberg table references that are gone from disk."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from lakeflow.compaction.commit import referenced_files
+
+    try:
+        table = home.iceberg_table(TARGET)
+    except NoSuchTableError:
+        return []
+    return sorted(f for f in referenced_files(table) if not Path(f.removeprefix("file://")).exists())
+
+
+def two_compactors(workdir: Path, *, rounds: int = 10, batch_rows: int = 120, per_file: int = 20,
+                   seed: Optional[int] = None) -> Result:
+    """Two compactors in separate processes and homes (two hosts) on the same tables, started
+    together every round; some runs crash between naming their files and committing. Every
+    reading once, and no file a snapshot references is ever deleted."""
+    result = Result("two-compactors", zeros=("lost", "duplicated", "referenced_deleted", "failed_final"))
+    rnd = random.Random(seed)
+    with timed(result):
+        a = make_home(workdir)
+        b = shared_home(workdir, a)
+        for home in (a, b):
+            home.env["COMPACT_ENGINE"] = "arrow"
+        sent: list[dict] = []
+        outcomes: dict[str, int] = {}
+        deleted: set[str] = set()
+        for n in range(rounds):
+            batch = readings(f"ingest-{n % 3}", batch_rows, start_ms=DAY + n * 3_600_000, step_ms=20_000,
+                             seq_start=n * batch_rows, seed=n)
+            write_parts(a.raw, batch, per_file, job=f"round{n:02d}-{rnd.getrandbits(32):08x}")
+            if sent:  # a re-delivery of rows sent before
+                write_parts(a.raw, rnd.sample(sent, 10), 10, job=f"again{n:02d}-{rnd.getrandbits(32):08x}")
+            sent += batch
+            crash = rnd.random() < 0.4
+            procs = []
+            for i, home in enumerate((a, b)):
+                if i:
+                    time.sleep(rnd.uniform(0.0, 0.3))
+                env = {**home.env, **({"LAKEFLOW_COMPACT_CRASH_AT": "after-write"} if crash and i == 0 else {})}
+                procs.append(subprocess.Popen([sys.executable, "-m", "lakeflow.cli", "compact"], env=env,
+                                              cwd=home.home, text=True, stdout=subprocess.PIPE,
+                                              stderr=subprocess.STDOUT))
+            for proc in procs:
+                out, _ = proc.communicate(timeout=600)
+                outcome = {0: "ok", 3: "busy", 86: "crashed"}.get(proc.returncode, "error")
+                if outcome == "error" and "changed while this run worked" in out:
+                    outcome = "conflict"
+                elif outcome == "error":
+                    result.problems.append(f"round {n}: exit {proc.returncode}: {tail(out, 3)}")
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            deleted |= set(missing_referenced(a))
+            progress(result.name, f"round {n + 1}/{rounds}: {', '.join(f'{k} {v}' for k, v in sorted(outcomes.items()))}; "
+                                  f"referenced files deleted so far {len(deleted)}")
+        final = subprocess.run([sys.executable, "-m", "lakeflow.cli", "compact"], env=b.env, cwd=b.home,
+                               capture_output=True, text=True, timeout=600)
+        keys = table_keys(a)
+        deleted |= set(missing_referenced(a))
+        expected = {(r["run_id"], r["seq"]) for r in sent}
+        result.counts.update(rounds=rounds, **{f"runs_{k}": v for k, v in sorted(outcomes.items())},
+                             rows=len(keys), lost=len(expected - set(keys)), duplicated=len(keys) - len(set(keys)),
+                             referenced_deleted=len(deleted), failed_final=int(final.returncode != 0))
+        result.check(final.returncode == 0, f"final run exit {final.returncode}: {tail(final.stderr, 3)}")
+    return result
+

@@ -19,13 +19,14 @@ from typing import Callable, Optional, Sequence
 
 from tests.chaos.catalog_faults import lakekeeper_faults, oauth_expiry
 from tests.chaos.common import Result
-from tests.chaos.compaction_faults import bad_files, compact_kill
+from tests.chaos.compaction_faults import bad_files, compact_kill, two_compactors
 from tests.chaos.harvest_faults import harvest_garbage
 from tests.chaos.tm_kill import tm_kill
 
 SCENARIOS: dict[str, Callable[[Path], Result]] = {
     "tm-kill": tm_kill,
     "compact-kill": compact_kill,
+    "two-compactors": two_compactors,
     "bad-files": bad_files,
     "bad-files-arrow": lambda workdir: bad_files(workdir, engine="arrow"),
     "lakekeeper-faults": lakekeeper_faults,

@@ -15,11 +15,11 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from lakeflow.compaction.commit import open_target
 from lakeflow.compaction.config import load_config
-from lakeflow.compaction.ledger import load_ledger
 from lakeflow.compaction.lineage import lineage_run
 from lakeflow.compaction.report import Report
-from lakeflow.compaction.run import (Run, close, commit_batch, discover_new_files, emit_report, name_data_files,
-                                     quarantine_bad_input, read_batch, recover_orphans, tidy_up, write_parquet)
+from lakeflow.compaction.run import (Run, close, commit_batch, discover_new_files, emit_report, hold_lease,
+                                     name_data_files, plan, quarantine_bad_input, read_batch, recover_orphans,
+                                     tidy_up, write_parquet)
 from lakeflow.compaction.source import open_raw
 
 
@@ -36,21 +36,23 @@ def main() -> int:
     config = load_config(sys.argv[1:])
     raw = open_raw(config.settings)  # Lakekeeper stand-in: vended credentials for the raw table
     target = open_target(s3_catalog(config.settings.home), config.namespace, config.target_table, raw.location)
-    run = Run(config=config, raw=raw, target=target, ledger=load_ledger(raw.storage, target.ledger_pointer),
+    run = Run(config=config, raw=raw, target=target,
               report=Report(run_id=config.run_id, source=raw.location, target=config.target_name))
-    try:
-        with lineage_run(config, raw, target, run.report):
-            recover_orphans(run)
-            batch = discover_new_files(run)
-            read_batch(run, batch)
-            quarantine_bad_input(run, batch)
-            write_parquet(run, batch)
-            name_data_files(run, batch)
-            commit_batch(run, batch)
-            tidy_up(run, batch)
-    finally:
-        emit_report(run)
-        close(run)
+    with hold_lease(run):
+        try:
+            with lineage_run(config, raw, target, run.report):
+                plan(run)
+                recover_orphans(run)
+                batch = discover_new_files(run)
+                read_batch(run, batch)
+                quarantine_bad_input(run, batch)
+                write_parquet(run, batch)
+                name_data_files(run, batch)
+                commit_batch(run, batch)
+                tidy_up(run, batch)
+        finally:
+            emit_report(run)
+            close(run)
     return 0
 
 
