@@ -302,3 +302,13 @@ def test_delete_source_keeps_raw_files_flink_may_still_recommit(tmp_path: Path) 
     assert home.iceberg_table(TARGET).scan().to_arrow().num_rows == 100
     bad = home.compact("--delete-source", "--delete-min-age", "soon")
     assert bad.returncode == 2 and "COMPACT_DELETE_MIN_AGE='soon'" in bad.stderr
+
+
+@pytest.mark.slow
+def test_two_compactors_on_two_hosts_lose_double_and_delete_nothing(tmp_path: Path) -> None:
+    """``make chaos``'s two-compactors scenario, shortened: separate processes and homes, same tables."""
+    from tests.chaos.compaction_faults import two_compactors
+
+    result = two_compactors(tmp_path, rounds=3, seed=7)
+    assert result.ok, result.line()
+    assert result.counts["rows"] == 3 * 120
