@@ -4,10 +4,8 @@ lineage identities, configuration and the launcher. Real files, real pyiceberg (
 from __future__ import annotations
 
 import json
-import threading
 import time
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow as pa
@@ -29,6 +27,7 @@ from lakeflow.compaction.report import Report
 from lakeflow.compaction.source import raw_table
 from lakeflow.compaction.storage import FileEntry, Storage, hadoop_uri, iceberg_uri
 from lakeflow.settings import SettingsError, load_settings
+from tests.stub_http import QuietHandler, serve, stop, url_of
 
 DAY_MS = 1763683200000  # 2025-11-21T00:00:00Z
 
@@ -230,36 +229,39 @@ def test_commit_adds_files_and_ledger_atomically_and_rejects_a_stale_run(tmp_pat
         open_target(iceberg_catalog(settings), ("iot",), "t", (tmp_path / "other-raw").as_uri())
 
 
-class _IcebergConfig(BaseHTTPRequestHandler):
+def _json(handler: QuietHandler, code: int, body: dict) -> None:
+    data = json.dumps(body).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+CONFIG = {"defaults": {"prefix": "0190-wh"}, "overrides": {}, "endpoints": []}
+
+
+class _IcebergConfig(QuietHandler):
     """Answers the Iceberg REST ``GET /v1/config`` the way Lakekeeper does; records the request."""
 
     seen: list = []
 
     def do_GET(self) -> None:  # noqa: N802
         type(self).seen.append((self.path, self.headers.get("Authorization"), self.headers.get("x-project-id")))
-        body = json.dumps({"defaults": {"prefix": "0190-wh"}, "overrides": {}, "endpoints": []}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
+        _json(self, 200, CONFIG)
 
 
 def test_rest_catalog_sends_the_lakekeeper_auth_and_warehouse(tmp_path: Path) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _IcebergConfig)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve(_IcebergConfig)
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+        url = url_of(server)
         settings = load_settings(settings_env(tmp_path, LAKEKEEPER=url, WAREHOUSE_ID="demo", TOKEN="tok-123",
                                               PROJECT_ID="p1"))
         catalog = iceberg_catalog(settings)
         assert _IcebergConfig.seen[-1] == ("/catalog/v1/config?warehouse=demo", "Bearer tok-123", "p1")
         assert "tok-123" not in repr(catalog)
     finally:
-        server.shutdown()
+        stop(server)
     oauth = load_settings(settings_env(tmp_path, LAKEKEEPER=url, WAREHOUSE_ID="demo", OAUTH_TOKEN_URL=f"{url}/token",
                                        OAUTH_CLIENT_ID="cid", OAUTH_CLIENT_SECRET="s3cr3t"))
     props = rest_properties(oauth)
@@ -267,9 +269,9 @@ def test_rest_catalog_sends_the_lakekeeper_auth_and_warehouse(tmp_path: Path) ->
     assert props["scope"] == "lakekeeper" and "token" not in props
 
 
-class _SlowIceberg(BaseHTTPRequestHandler):
+class _SlowIceberg(QuietHandler):
     """An Iceberg REST catalog that hangs on ``/hang`` paths, answers a POST with 503 and the
-    config (after one 503) normally; records each request."""
+    config (after one 503 on ``/fail-once`` paths) normally; records each request."""
 
     seen: list = []
 
@@ -277,31 +279,17 @@ class _SlowIceberg(BaseHTTPRequestHandler):
         type(self).seen.append(("GET", self.path))
         if "/hang/" in self.path:
             time.sleep(30)
-        if sum(1 for m, p in type(self).seen if m == "GET" and "/fail-once/" in p) == 1:
-            return self._answer(503, {})
-        self._answer(200, {"defaults": {}, "overrides": {}, "endpoints": []})
+        first = sum(1 for m, p in type(self).seen if m == "GET" and "/fail-once/" in p) == 1
+        _json(self, 503, {}) if first else _json(self, 200, CONFIG)
 
     def do_POST(self) -> None:  # noqa: N802
         type(self).seen.append(("POST", self.path))
-        self._answer(503, {"error": {"message": "busy", "type": "ServiceUnavailable", "code": 503}})
-
-    def _answer(self, code: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
+        _json(self, 503, {"error": {"message": "busy", "type": "ServiceUnavailable", "code": 503}})
 
 
 def test_rest_catalog_times_out_and_never_resends_a_write(tmp_path: Path) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowIceberg)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    server = serve(_SlowIceberg)
+    url = url_of(server)
     try:
         env = dict(WAREHOUSE_ID="demo", TOKEN="t", HTTP_TIMEOUT_S="1", HTTP_MAX_RETRIES="0")
         started = time.monotonic()
@@ -315,7 +303,7 @@ def test_rest_catalog_times_out_and_never_resends_a_write(tmp_path: Path) -> Non
             catalog.create_namespace(("iot",))
         assert [m for m, p in _SlowIceberg.seen if "/fail-once/" in p] == ["GET", "GET", "POST"]  # a write: once
     finally:
-        server.shutdown()
+        stop(server)
 
 
 # --- lineage --------------------------------------------------------------------------------
