@@ -16,7 +16,7 @@ export PYTHONUNBUFFERED := 1
         compact harvest stack bench bench-ingest bench-compact bench-harvest chaos clean
 
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,7 +38,7 @@ DEMO_RECORDS = $(if $(or $(NUM_RECORDS),$(wildcard $(or $(LAKEFLOW_ENV_FILE),.en
 run: install  ## run the sensor ingestion job (reads .env.local; embedded local catalog and 1,000 readings by default)
 	$(DEMO_RECORDS) $(PY) jobs/sensor_ingest.py $(ARGS)
 
-test: install  ## run the test suite (real Flink, Spark, moto; ~10 min on 2 cores)
+test: install s3-jars  ## run the test suite (real Flink, Spark, moto; S3 jars fetched first; ~12 min on 2 cores)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: install  ## the tests that start no Flink cluster or spark-submit
@@ -69,14 +69,19 @@ package: $(JAR) $(PACKAGE_ZIP)  ## build what `flink run` needs (jar + zipped la
 	@echo "  $(PYFLINK_DIR)/bin/flink run -pyclientexec $(abspath $(PY)) -pyexec $(abspath $(PY)) \\"
 	@echo "      -pyfs $(abspath $(PACKAGE_ZIP)) -py $(abspath jobs/sensor_ingest.py)"
 
-flink-plugins: install  ## install flink-s3-fs-hadoop into the wheel's Flink plugins/ (from $FLINK_HOME/opt, else Maven Central)
-	$(VENV)/bin/lakeflow ingest plugins
+# --- S3 jars (docs/s3.md): Maven resolves them from Maven Central ($MAVEN_REPO), checksums verified ---
+.PHONY: s3-jars
+
+s3-jars: install  ## fetch the S3 jars (Flink plugin + hadoop-aws/AWS SDK v2 for Spark) into build/jars/; installs the Flink plugin
+	$(PY) -m lakeflow.jars flink spark
+
+flink-plugins: install  ## flink-s3-fs-hadoop of the wheel's Flink version into its plugins/s3-fs-hadoop/ (cached in build/jars/)
+	$(PY) -m lakeflow.jars flink
 
 bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem/json sink; time to the first file of make run
 	$(PY) bench/bench_ingest.py $(ARGS)
 
 # --- compaction (docs/compaction.md) --------------------------------------------------------
-S3A_JARS := build/s3a-jars/hadoop-aws-3.3.1.jar build/s3a-jars/aws-java-sdk-bundle-1.11.901.jar
 .PHONY: s3a-jars
 
 compact: install  ## compact the raw table's JSON part files into Iceberg (engine auto: pyarrow or Spark local[2]; ARGS=--delete-source …)
@@ -85,14 +90,8 @@ compact: install  ## compact the raw table's JSON part files into Iceberg (engin
 bench-compact: install  ## compaction rows/s vs a single-process pyarrow baseline, at 1,000,000 and 100,000 readings
 	$(PY) bench/bench_compact.py $(ARGS)
 
-s3a-jars: $(S3A_JARS)  ## hadoop-aws 3.3.1 + AWS SDK bundle (from PyPI's sagemaker-pyspark sdist) for the S3A test
-
-$(S3A_JARS) &:
-	@mkdir -p build/s3a-jars/dl
-	$(PY) -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: sagemaker-pyspark==1.4.5 -d build/s3a-jars/dl
-	tar -xzf build/s3a-jars/dl/sagemaker_pyspark-1.4.5.tar.gz -C build/s3a-jars --strip-components=3 \
-	    sagemaker_pyspark-1.4.5/deps/jars/hadoop-aws-3.3.1.jar sagemaker_pyspark-1.4.5/deps/jars/aws-java-sdk-bundle-1.11.901.jar
-	rm -rf build/s3a-jars/dl
+s3a-jars: install  ## hadoop-aws of pyspark's Hadoop version + AWS SDK v2 modules for Spark's s3a:// (build/jars/spark-hadoop-*/)
+	$(PY) -m lakeflow.jars spark
 
 # --- local Lakekeeper stack (Docker): Lakekeeper + Postgres + MinIO + Keycloak; docs/stack.md ---
 DOCKER ?= docker

@@ -15,12 +15,11 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Optional, Sequence
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-S3A_JARS = REPO / "build" / "s3a-jars"
 SENSORS = ("sensor-001", "sensor-002", "sensor-003", "sensor-004", "sensor-005")
 LOCATIONS = ("lab-north", "lab-south", "roof", "basement", "hall")
 
@@ -118,12 +117,9 @@ def make_home(path: Path) -> LakeflowHome:
 
 
 @pytest.fixture(scope="session")
-def s3a_jars() -> Iterator[list[Path]]:
-    """hadoop-aws 3.3.1 + aws-java-sdk-bundle 1.11.901 (from PyPI's sagemaker-pyspark sdist), cached in build/."""
-    jars = [S3A_JARS / "hadoop-aws-3.3.1.jar", S3A_JARS / "aws-java-sdk-bundle-1.11.901.jar"]
-    if not all(j.is_file() for j in jars):
-        done = subprocess.run(["make", "-s", "s3a-jars"], cwd=REPO, capture_output=True, text=True)
-        if done.returncode != 0 or not all(j.is_file() for j in jars):
-            pytest.skip("S3A jars unobtainable (make s3a-jars: pip download sagemaker-pyspark==1.4.5 "
-                        f"from PyPI failed): {done.stderr.strip()[-300:]}")
-    yield jars
+def s3a_jars() -> list[Path]:
+    """hadoop-aws of pyspark's Hadoop + AWS SDK v2 (lakeflow.jars: Maven Central, cached in build/jars/);
+    a test needing them fails, never skips, when they cannot be had."""
+    from lakeflow.jars import spark_s3_jars
+
+    return spark_s3_jars()

@@ -35,10 +35,6 @@ pytestmark = pytest.mark.slow
 
 DAY = 1763683200000
 JOBS = REPO / "tests" / "compaction_jobs"
-# hadoop-aws 3.3.1 cannot parse hadoop 3.5's "60s"-style defaults: plain numbers (RUNTIME-NOTES)
-DURATIONS = {"spark.hadoop.fs.s3a.threads.keepalivetime": "60", "spark.hadoop.fs.s3a.multipart.purge.age": "86400",
-             "spark.hadoop.fs.s3a.connection.establish.timeout": "5000",
-             "spark.hadoop.fs.s3a.connection.timeout": "200000"}
 JOB_FLAGS = ["--delete-source", "--delete-min-age", "0s", "--move-quarantined"]
 
 
@@ -126,7 +122,6 @@ def check_compacted(raw: S3Raw, engine: str, moto_url: str) -> pa.Table:
 def test_spark_engine_reads_and_writes_s3_through_s3a(s3_raw: S3Raw, moto_server, s3a_jars) -> None:
     cmd = [str(commands.spark_home() / "bin" / "spark-submit"), "--master", "local[2]",
            "--jars", ",".join(str(j) for j in s3a_jars), "--conf", "spark.ui.enabled=false",
-           *[a for k, v in DURATIONS.items() for a in ("--conf", f"{k}={v}")],
            str(JOBS / "s3_stages.py"), "--engine", "spark", "--report", str(s3_raw.report), *JOB_FLAGS]
     s3_raw.run(cmd)
     table = check_compacted(s3_raw, "spark", moto_server.url)

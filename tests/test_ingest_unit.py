@@ -3,7 +3,6 @@ configuration, the S3 plugin check and installer, and reading committed part fil
 
 from __future__ import annotations
 
-import hashlib
 import http.server
 import json
 import logging
@@ -18,7 +17,8 @@ from lakeflow.catalog.local import LocalCatalog
 from lakeflow.credentials import VendedConfig, to_s3a
 from lakeflow.ingest import IngestError, sensors
 from lakeflow.ingest.job import FOREVER, IngestJob
-from lakeflow.ingest.plugins import flink_version, install_s3_plugin
+from lakeflow.ingest.plugins import install_s3_plugin
+from lakeflow.jars import flink_version
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, records_in
 from lakeflow.ingest.storage import require_filesystem
 from lakeflow.lineage import datasets
@@ -148,36 +148,6 @@ def test_plugin_is_copied_from_flink_home_opt(tmp_path: Path, monkeypatch: pytes
     installed = install_s3_plugin(tmp_path / "flink")
     assert installed == tmp_path / "plugins" / "s3-fs-hadoop" / f"flink-s3-fs-hadoop-{flink_version()}.jar"
     assert installed.read_bytes() == b"jar bytes"
-
-
-@pytest.fixture
-def maven_repo(tmp_path: Path):
-    """A Maven repository layout served over HTTP on 127.0.0.1."""
-    root = tmp_path / "repo"
-    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-
-
-def test_plugin_is_downloaded_and_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, maven_repo) -> None:
-    root, url = maven_repo
-    monkeypatch.setenv("FLINK_PLUGINS_DIR", str(tmp_path / "plugins"))
-    monkeypatch.setenv("MAVEN_REPO", url)
-    with pytest.raises(IngestError, match="cannot download .*FLINK_HOME"):
-        install_s3_plugin(None, timeout_s=5)
-    folder = root / "org/apache/flink/flink-s3-fs-hadoop" / flink_version()
-    folder.mkdir(parents=True)
-    jar = folder / f"flink-s3-fs-hadoop-{flink_version()}.jar"
-    jar.write_bytes(b"real jar")
-    (folder / f"{jar.name}.sha1").write_text(hashlib.sha1(b"other").hexdigest())
-    with pytest.raises(IngestError, match="SHA-1"):
-        install_s3_plugin(None, timeout_s=5)
-    (folder / f"{jar.name}.sha1").write_text(hashlib.sha1(b"real jar").hexdigest() + "  x.jar\n")
-    assert install_s3_plugin(None, timeout_s=5).read_bytes() == b"real jar"
 
 
 def test_a_cluster_for_an_s3_table_gets_keyless_settings_and_the_table_profile(

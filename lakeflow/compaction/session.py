@@ -26,13 +26,21 @@ SESSION_CONF = {
     "spark.sql.parquet.compression.codec": "zstd",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",  # no _SUCCESS files
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",   # no .crc side files
+    # S3A 3.5 buffers uploads on local disk through fs.file.impl, which must then be a checksummed
+    # LocalFileSystem (ClassCastException with RawLocalFileSystem): buffer in memory instead.
+    "spark.hadoop.fs.s3a.fast.upload.buffer": "bytebuffer",
     "spark.ui.showConsoleProgress": "false",                    # the job logs its own progress
     "spark.log.level": "WARN",
 }
 
 
-def spark_session(app_name: str, raw_s3a: Optional[S3ASettings]) -> SparkSession:
-    """The session (master and resources come from spark-submit), with the raw table's S3A settings."""
+def spark_session(app_name: str, raw_s3a: Optional[S3ASettings], *, s3: bool = False) -> SparkSession:
+    """The session (master and resources come from spark-submit), with the raw table's S3A settings.
+    For S3 (``raw_s3a``, or ``s3`` for an S3 target), a JVM PySpark launches gets S3A's jars."""
+    if (raw_s3a is not None or s3) and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not yet launched
+        from lakeflow.jars import with_s3a_jars  # hadoop-aws + AWS SDK v2, fetched into build/jars/ if need be
+
+        os.environ["PYSPARK_SUBMIT_ARGS"] = with_s3a_jars(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     builder = SparkSession.builder.appName(app_name)
     if not _launched_with_master():
         builder = builder.master("local[*]")

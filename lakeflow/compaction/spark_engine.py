@@ -27,7 +27,7 @@ class SparkEngine:
         self.raw, self.target = raw, target
         self.options = table_options(target_s3a)
         with stage("spark", "starting the Spark session"):
-            self.spark: "SparkSession" = spark_session(app_name, raw_s3a)
+            self.spark: "SparkSession" = spark_session(app_name, raw_s3a, s3=target_s3a is not None)
         self.rows: Optional["DataFrame"] = None
 
     def read(self, files: Sequence[FileEntry]) -> dict[str, FileSummary]:

@@ -35,7 +35,11 @@ S3_PLUGIN = "flink-s3-fs-hadoop"
 
 
 def plugins_dir() -> Path:
-    """The plugin folder Flink loads: ``$FLINK_PLUGINS_DIR``, else the wheel's ``pyflink/plugins``."""
+    """The plugin folder Flink loads: ``$FLINK_PLUGINS_DIR``, else the wheel's ``pyflink/plugins``.
+
+    PyFlink itself overwrites ``FLINK_PLUGINS_DIR`` with the wheel's folder when it starts its
+    gateway JVM unless ``FLINK_HOME`` is set too: an in-process job (``make run``) loads plugins
+    from ``pyflink/plugins`` whatever this variable says."""
     if os.environ.get("FLINK_PLUGINS_DIR"):
         return Path(os.environ["FLINK_PLUGINS_DIR"])
     from lakeflow.flink_cluster import flink_home
@@ -45,17 +49,31 @@ def plugins_dir() -> Path:
 
 def require_filesystem(location: str) -> None:
     """Fail before submitting when Flink cannot write ``location``: ``file://`` always works,
-    ``s3://``/``s3a://`` need the flink-s3-fs-hadoop plugin, anything else is not supported."""
+    ``s3://``/``s3a://`` need the flink-s3-fs-hadoop plugin — fetched and installed here into the
+    wheel's own Flink when missing (:mod:`lakeflow.jars`); a ``$FLINK_PLUGINS_DIR`` of your own is
+    never written to implicitly (``make flink-plugins`` installs there). Anything else is refused."""
     scheme = urlparse(location).scheme
     if scheme == "file":
         return
     if scheme in S3_SCHEMES:
+        from lakeflow import jars
+
         folder = plugins_dir()
-        if not any(folder.glob(f"*/{S3_PLUGIN}-*.jar")):
+        if jars.flink_plugin_installed(folder):
+            return
+        if os.environ.get("FLINK_PLUGINS_DIR"):
             raise IngestError(
                 f"the table location {location} is on S3, but Flink has no {S3_PLUGIN} plugin in "
-                f"{folder}: run `make flink-plugins` (copies it from $FLINK_HOME/opt of a Flink "
-                "distribution of the same version) and start again")
+                f"{folder} ($FLINK_PLUGINS_DIR): run `make flink-plugins` (fetches "
+                f"{S3_PLUGIN}-{jars.flink_version()}.jar from Maven Central into it) and start again")
+        try:
+            log.info("the table is on S3: installing Flink's %s plugin into %s", S3_PLUGIN, folder)
+            jars.install_flink_plugin(folder)
+        except (jars.JarsUnavailable, OSError) as exc:  # OSError: a read-only site-packages
+            raise IngestError(
+                f"the table location {location} is on S3, but Flink has no {S3_PLUGIN} plugin in "
+                f"{folder} and it could not be fetched: {exc}. Once it is in place, `make flink-plugins` "
+                "installs it; then start again") from None
         return
     raise IngestError(f"the table location {location!r} has scheme {scheme!r}: expected file:// "
                       "or s3:// (s3a://)")

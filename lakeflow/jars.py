@@ -1,0 +1,311 @@
+"""The jars S3 needs, from Maven Central, matched to the installed wheels and fetched when needed.
+
+Two sets, each cached in its own folder under ``build/jars/`` (``$LAKEFLOW_JARS_DIR``):
+
+- **flink** — ``org.apache.flink:flink-s3-fs-hadoop`` of the apache-flink wheel's version
+  (``build/jars/flink-<version>/``), installed as the plugin folder ``plugins/s3-fs-hadoop/`` of
+  the wheel's Flink distribution (``pyflink/``; :func:`lakeflow.ingest.storage.plugins_dir`), the
+  one ``make run``, ``make cluster-up`` and ``flink run`` use.
+- **spark** — ``org.apache.hadoop:hadoop-aws`` of exactly the Hadoop version in pyspark's
+  ``jars/`` (read from ``hadoop-client-api-<version>.jar``), with the AWS SDK v2 modules S3A uses
+  (s3, sts, s3-transfer-manager and their runtime dependencies) at the SDK version that Hadoop
+  version declares, instead of the ~0.7 GB ``software.amazon.awssdk:bundle``
+  (``build/jars/spark-hadoop-<version>/``).
+
+Maven resolves and downloads them (``build-support/jars/*.pom.xml``, ``mvn -C``: every file is
+checked against the checksum the repository publishes beside it, and the build fails on a
+mismatch or a missing checksum); it honours ``~/.m2/settings.xml`` (mirrors, proxies), and
+``$MAVEN_REPO`` replaces every remote repository by one URL. Maven's own repository is
+``build/jars/m2``. A folder is complete once it holds its key jar (it is filled in a temporary
+folder and renamed): pre-seeding an offline machine means copying ``build/jars/<set>/`` there.
+``LAKEFLOW_JARS_OFFLINE=1`` never starts Maven. Command line: ``python -m lakeflow.jars [flink]
+[spark]`` (``make s3-jars``, ``make flink-plugins``, ``make s3a-jars``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Optional, Sequence
+from xml.sax.saxutils import escape
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[1]
+POMS = REPO / "build-support" / "jars"
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+FLINK_S3_PLUGIN = "flink-s3-fs-hadoop"
+PLUGIN_FOLDER = "s3-fs-hadoop"
+SDK_MODULES = ("s3", "sts", "s3-transfer-manager")
+MAVEN_TIMEOUT_S = 1800.0
+
+
+class JarsUnavailable(RuntimeError):
+    """The jars are neither in their folder nor fetchable; the message says what to put where."""
+
+
+def jars_dir() -> Path:
+    """Where the sets are cached: ``$LAKEFLOW_JARS_DIR``, else the checkout's ``build/jars``."""
+    return Path(os.environ.get("LAKEFLOW_JARS_DIR") or REPO / "build" / "jars").resolve()
+
+
+def offline() -> bool:
+    return os.environ.get("LAKEFLOW_JARS_OFFLINE", "").lower() in ("1", "true", "yes")
+
+
+# --- the versions, from the installed wheels -----------------------------------------------------
+
+def flink_version() -> str:
+    """The apache-flink wheel's version (the Flink distribution inside it)."""
+    try:
+        return version("apache-flink")
+    except PackageNotFoundError:
+        raise JarsUnavailable("apache-flink is not installed in this environment: make install") from None
+
+
+def pyspark_jars_dir() -> Path:
+    """pyspark's ``jars/`` folder (found without importing pyspark)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise JarsUnavailable("pyspark is not installed in this environment: make install")
+    return Path(spec.submodule_search_locations[0]).resolve() / "jars"
+
+
+_HADOOP_CLIENT = re.compile(r"^hadoop-client-api-(\d+\.\d+\.\d+[\w.-]*)\.jar$")
+
+
+def hadoop_version(spark_jars: Optional[Path] = None) -> str:
+    """The Hadoop version Spark runs: from ``hadoop-client-api-<version>.jar`` in pyspark's jars/."""
+    folder = spark_jars or pyspark_jars_dir()
+    found = sorted({m.group(1) for p in folder.glob("hadoop-client-api-*.jar") if (m := _HADOOP_CLIENT.match(p.name))})
+    if len(found) != 1:
+        raise JarsUnavailable(f"expected one hadoop-client-api-<version>.jar in {folder}, found "
+                              f"{found or 'none'}: cannot tell which hadoop-aws matches this Spark")
+    return found[0]
+
+
+# --- the two sets -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class JarSet:
+    """One folder of jars, resolved by Maven from one POM template."""
+
+    name: str            # flink | spark
+    version: str         # the wheel's Flink version / pyspark's Hadoop version
+    key_jar: str         # the jar whose presence makes the folder complete
+    template: str        # file under build-support/jars/
+    placeholder: str     # replaced by ``version`` in the template
+    artifacts: str       # what it holds, for messages
+
+    @property
+    def folder(self) -> Path:
+        prefix = "flink" if self.name == "flink" else "spark-hadoop"
+        return jars_dir() / f"{prefix}-{self.version}"
+
+    def ready(self) -> bool:
+        return (self.folder / self.key_jar).is_file()
+
+    def jars(self) -> list[Path]:
+        return sorted(self.folder.glob("*.jar"))
+
+    def pom(self) -> str:
+        return (POMS / self.template).read_text().replace(self.placeholder, self.version)
+
+
+def flink_set() -> JarSet:
+    v = flink_version()
+    return JarSet("flink", v, f"{FLINK_S3_PLUGIN}-{v}.jar", "flink-s3-fs-hadoop.pom.xml", "@FLINK_VERSION@",
+                  f"org.apache.flink:{FLINK_S3_PLUGIN}:{v} (one shaded jar, ~32 MB)")
+
+
+def spark_set() -> JarSet:
+    v = hadoop_version()
+    return JarSet("spark", v, f"hadoop-aws-{v}.jar", "spark-hadoop-aws.pom.xml", "@HADOOP_VERSION@",
+                  f"org.apache.hadoop:hadoop-aws:{v} with the AWS SDK v2 modules software.amazon.awssdk:"
+                  f"{{{','.join(SDK_MODULES)}}} at the version hadoop-aws {v} declares (property "
+                  f"aws-java-sdk-v2.version of org.apache.hadoop:hadoop-project:{v}) and their runtime "
+                  "dependencies except those pyspark ships (~13 MB, 37 jars for Hadoop 3.5.0)")
+
+
+def _sets(flink: bool, spark: bool) -> list[JarSet]:
+    return ([flink_set()] if flink else []) + ([spark_set()] if spark else [])
+
+
+# --- fetching -------------------------------------------------------------------------------------
+
+def fetch(jar_set: JarSet, *, maven_repo: Optional[str] = None, timeout_s: float = MAVEN_TIMEOUT_S) -> list[Path]:
+    """The set's jars: from its folder, else resolved and downloaded by Maven into it."""
+    if jar_set.ready():
+        return jar_set.jars()
+    if offline():
+        raise JarsUnavailable(_missing(jar_set, "LAKEFLOW_JARS_OFFLINE is set, so Maven is not started"))
+    mvn = shutil.which(os.environ.get("MVN", "mvn"))
+    if mvn is None:
+        raise JarsUnavailable(_missing(jar_set, "Maven (mvn) is not installed: apt-get install maven, or "
+                                                "https://maven.apache.org/download.cgi"))
+    root = jars_dir()
+    work = root / "poms"
+    work.mkdir(parents=True, exist_ok=True)
+    pom = work / f"{jar_set.name}-{jar_set.version}.pom.xml"
+    pom.write_text(jar_set.pom())
+    staging = Path(tempfile.mkdtemp(prefix=f".{jar_set.folder.name}-", dir=root))
+    cmd = [mvn, "-B", "-q", "--strict-checksums", "-f", str(pom), f"-Dmaven.repo.local={root / 'm2'}",
+           f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
+    repo = maven_repo or os.environ.get("MAVEN_REPO")
+    if repo:
+        settings = work / "mirror-settings.xml"
+        settings.write_text(_mirror_settings(repo))
+        cmd[1:1] = ["-s", str(settings)]
+    log.info("fetching %s with Maven into %s", jar_set.artifacts, jar_set.folder)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=work)
+        if done.returncode != 0 or not (staging / jar_set.key_jar).is_file():
+            raise JarsUnavailable(_missing(jar_set, "Maven failed" + _maven_errors(done.stdout + done.stderr)))
+        if not jar_set.folder.exists():
+            staging.rename(jar_set.folder)
+        elif not jar_set.ready():  # a partial folder made by hand: complete it (same names replaced)
+            for jar in staging.glob("*.jar"):
+                jar.replace(jar_set.folder / jar.name)
+        # else another process finished the same fetch first: keep its folder
+    except subprocess.TimeoutExpired:
+        raise JarsUnavailable(_missing(jar_set, f"Maven did not finish within {timeout_s:.0f} s")) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    jars = jar_set.jars()
+    log.info("fetched %d jars (%.1f MB) in %.1f s", len(jars), sum(j.stat().st_size for j in jars) / 1e6,
+             time.monotonic() - started)
+    return jars
+
+
+def _mirror_settings(url: str) -> str:
+    return f"""<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">
+  <mirrors>
+    <mirror><id>lakeflow-maven-repo</id><mirrorOf>*</mirrorOf><url>{escape(url)}</url></mirror>
+  </mirrors>
+</settings>
+"""
+
+
+def _maven_errors(output: str, limit: int = 6) -> str:
+    """Maven's own explanation: its first [ERROR] lines, without the help boilerplate."""
+    lines = []
+    for line in re.sub(r"\x1b\[[0-9;]*m", "", output).splitlines():
+        text = line.removeprefix("[ERROR]").strip()
+        if line.startswith("[ERROR]") and text and not text.startswith(("->", "[Help", "Re-run", "For more",
+                                                                         "To see the full")):
+            lines.append(text)
+    return (": " + " | ".join(lines[:limit])) if lines else ""
+
+
+def _missing(jar_set: JarSet, reason: str) -> str:
+    return (f"cannot fetch the {jar_set.name} S3 jars ({reason}). Needed: {jar_set.artifacts}. "
+            f"Fetch them where Maven Central (or $MAVEN_REPO) is reachable with `make s3-jars`, then copy "
+            f"{jar_set.folder}/ to this machine (same path, or set LAKEFLOW_JARS_DIR to its parent); "
+            f"the folder counts as complete once {jar_set.key_jar} is in it")
+
+
+# --- what the jobs call ---------------------------------------------------------------------------
+
+def plugins_dir() -> Path:
+    from lakeflow.ingest.storage import plugins_dir as flink_plugins_dir
+
+    return flink_plugins_dir()
+
+
+def flink_plugin_installed(plugins: Optional[Path] = None) -> Optional[Path]:
+    """The installed flink-s3-fs-hadoop jar in ``plugins`` (default: Flink's plugins folder), if any."""
+    found = sorted((plugins or plugins_dir()).glob(f"*/{FLINK_S3_PLUGIN}-*.jar"))
+    return found[0] if found else None
+
+
+def install_flink_plugin(plugins: Optional[Path] = None, source: Optional[Path] = None) -> Path:
+    """Put ``flink-s3-fs-hadoop-<version>.jar`` into ``<plugins>/s3-fs-hadoop/`` (fetched if need be,
+    or copied from ``source``); return its path."""
+    jar_set = flink_set()
+    target = (plugins or plugins_dir()) / PLUGIN_FOLDER / jar_set.key_jar
+    if target.is_file():
+        return target
+    if source is None:
+        source = jar_set.folder / jar_set.key_jar
+        fetch(jar_set)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)  # atomic for concurrent installs
+    os.close(fd)
+    shutil.copyfile(source, tmp)
+    Path(tmp).replace(target)
+    log.info("installed %s", target)
+    return target
+
+
+def spark_s3_jars() -> list[Path]:
+    """hadoop-aws + AWS SDK v2 jars for pyspark's Hadoop (fetched if need be), for ``spark.jars``."""
+    return fetch(spark_set())
+
+
+def ensure_s3_jars(flink: bool = False, spark: bool = False) -> dict[str, list[Path]]:
+    """Fetch (if need be) the requested sets; install the Flink plugin. Raises :class:`JarsUnavailable`."""
+    out: dict[str, list[Path]] = {}
+    if flink:
+        out["flink"] = [install_flink_plugin()]
+    if spark:
+        out["spark"] = spark_s3_jars()
+    return out
+
+
+def with_s3a_jars(submit_args: str) -> str:
+    """``PYSPARK_SUBMIT_ARGS`` for a PySpark launch whose Spark reads and writes ``s3a://``: the
+    spark set added to ``--jars`` (fetched if need be), unless the arguments already name a
+    hadoop-aws jar or pyspark's own jars/ holds one."""
+    args = shlex.split(submit_args) or ["pyspark-shell"]
+    if "hadoop-aws" in submit_args or any(pyspark_jars_dir().glob("hadoop-aws-*.jar")):
+        return submit_args
+    ours = ",".join(str(j) for j in spark_s3_jars())
+    for i, arg in enumerate(args):
+        if arg == "--jars" and i + 1 < len(args):
+            args[i + 1] = f"{args[i + 1]},{ours}" if args[i + 1] else ours
+            return shlex.join(args)
+        if arg.startswith("--jars="):
+            args[i] = f"{arg},{ours}"
+            return shlex.join(args)
+    return shlex.join(["--jars", ours, *args])
+
+
+# --- command line ---------------------------------------------------------------------------------
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lakeflow.jars", description=__doc__.split("\n\n")[0])
+    parser.add_argument("sets", nargs="*", choices=("flink", "spark"), metavar="SET",
+                        help="flink (the plugin, installed into Flink's plugins/) and/or spark (hadoop-aws + "
+                             "AWS SDK v2); default both")
+    parser.add_argument("--print-versions", action="store_true", help="print the versions and folders, fetch nothing")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    wanted = set(args.sets or ("flink", "spark"))
+    try:
+        if args.print_versions:
+            for s in _sets("flink" in wanted, "spark" in wanted):
+                print(f"{s.name}\t{s.version}\t{s.folder}\t{'ready' if s.ready() else 'missing'}")
+            return 0
+        for name, jars in ensure_s3_jars(flink="flink" in wanted, spark="spark" in wanted).items():
+            print(f"{name}: " + " ".join(str(j) for j in jars))
+    except JarsUnavailable as exc:
+        print(f"lakeflow jars: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
