@@ -93,6 +93,10 @@ bench-compact: install  ## compaction rows/s vs a single-process pyarrow baselin
 s3a-jars: install  ## hadoop-aws of pyspark's Hadoop version + AWS SDK v2 modules for Spark's s3a:// (build/jars/spark-hadoop-*/)
 	$(PY) -m lakeflow.jars spark
 
+.PHONY: iceberg-rest
+iceberg-rest: install  ## the tests' Iceberg REST catalog: Apache Iceberg's REST test server 1.11.0 (+ S3FileIO) into build/iceberg-rest/
+	$(PY) -m tests.iceberg_rest
+
 # --- local Lakekeeper stack (Docker): Lakekeeper + Postgres + MinIO + Keycloak; docs/stack.md ---
 DOCKER ?= docker
 COMPOSE = $(DOCKER) compose --env-file deploy/stack.env -f deploy/docker-compose.yml

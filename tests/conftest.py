@@ -10,4 +10,5 @@ pytest_plugins = [
     "tests.fixtures_lakekeeper",
     "tests.fixtures_harvest",
     "tests.fixtures_compaction",
+    "tests.iceberg_rest",
 ]

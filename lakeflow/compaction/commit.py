@@ -23,6 +23,7 @@ from lakeflow.settings import Settings
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.io import FileIO
     from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,11 @@ def iceberg_catalog(settings: Settings) -> "Catalog":
     """Lakekeeper's Iceberg REST catalog when configured, else the embedded SQLite catalog in LAKEFLOW_HOME.
 
     The REST catalog's requests time out after HTTP_TIMEOUT_S and only reads are retried: a commit
-    whose answer was lost is never re-sent blindly (the run fails; its next run recovers)."""
+    whose answer was lost is never re-sent blindly (the run fails; its next run recovers). The
+    tables' FileIO uses S3_ENDPOINT, when set, over the endpoint the catalog vends."""
     if settings.catalog == "lakekeeper":
         from pyiceberg.catalog.rest import RestCatalog
+        from pyiceberg.typedef import EMPTY_DICT, Properties
         from requests import Session
 
         from lakeflow.http import HttpOptions, configure
@@ -71,6 +74,11 @@ def iceberg_catalog(settings: Settings) -> "Catalog":
         class _RestCatalog(RestCatalog):
             def _create_session(self) -> Session:
                 return configure(super()._create_session(), options)
+
+            def _load_file_io(self, properties: Properties = EMPTY_DICT, location: Optional[str] = None) -> "FileIO":
+                if settings.s3_endpoint:  # S3_ENDPOINT overrides the vended endpoint for pyiceberg's reads too
+                    properties = {**properties, "s3.endpoint": settings.s3_endpoint}
+                return super()._load_file_io(properties, location)
 
         props = rest_properties(settings)
         log.info("[iceberg] REST catalog %s", redact(props, ("credential",)))
