@@ -10,5 +10,6 @@ pytest_plugins = [
     "tests.fixtures_lakekeeper",
     "tests.fixtures_harvest",
     "tests.fixtures_compaction",
+    "tests.s3_expiry_proxy",
     "tests.iceberg_rest",
 ]

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import boto3
+from botocore.config import Config
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.serving import WSGIRequestHandler, make_server
@@ -58,9 +59,9 @@ class S3Account:
     access_key: str = "bootstrap"
     secret_key: str = "bootstrap"
 
-    def client(self, service: str):
+    def client(self, service: str, **kwargs: Any):
         return boto3.client(service, endpoint_url=self.endpoint, region_name=self.region,
-                            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key)
+                            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key, **kwargs)
 
 
 @dataclass
@@ -91,7 +92,7 @@ class Warehouse:
     key_prefix: str
     vended_endpoint: str  # what Lakekeeper vends as s3.endpoint (its own view, e.g. http://minio:9000)
     sts_enabled: bool = True
-    sts_validity_s: int = 3600
+    sts_validity_s: int = 3600  # AssumeRole DurationSeconds (under 900: moto only, see _vend)
     # Advertise an earlier expiry than STS gives (Lakekeeper hands out cached credentials with
     # little time left); STS itself accepts no lifetime under 900 s. None: the STS expiry.
     vended_lifetime_s: Optional[float] = None
@@ -588,7 +589,10 @@ class LakekeeperStandin:
             iam.put_role_policy(RoleName=role_arn.rsplit("/", 1)[1], PolicyName="table-prefix",
                                 PolicyDocument=policy)
             wh.roles[table.id] = role_arn
-        creds = wh.s3.client("sts").assume_role(
+        # botocore itself refuses DurationSeconds < 900; moto takes seconds-long sessions (their
+        # expiry is enforced by tests/s3_expiry_proxy.py, moto ignores it).
+        sts = wh.s3.client("sts", config=Config(parameter_validation=wh.sts_validity_s >= 900))
+        creds = sts.assume_role(
             RoleArn=role_arn, RoleSessionName="lakekeeper-standin", Policy=policy,
             DurationSeconds=wh.sts_validity_s)["Credentials"]
         expires = creds["Expiration"].timestamp()
