@@ -312,3 +312,26 @@ def test_two_compactors_on_two_hosts_lose_double_and_delete_nothing(tmp_path: Pa
     result = two_compactors(tmp_path, rounds=3, seed=7)
     assert result.ok, result.line()
     assert result.counts["rows"] == 3 * 120
+
+
+def test_bookkeeping_writes_are_synced_before_and_after_the_rename(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ledger and intent writes survive a power cut: the data is synced before the atomic rename, the
+    folder after it (a rename is durable only once its folder is)."""
+    storage, synced = Storage((tmp_path / "t").as_uri()), []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        synced.append("dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "file")
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        synced.append("rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    storage.write(f"{STATE_DIR}/ledger-x.json.gz", b"ledger")
+    assert synced == ["file", "rename", "dir"]
+    assert storage.read(f"{STATE_DIR}/ledger-x.json.gz") == b"ledger"
+    assert [e.rel for e in storage.list()] == [f"{STATE_DIR}/ledger-x.json.gz"]  # no temporary file left
