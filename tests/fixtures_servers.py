@@ -55,21 +55,11 @@ class MotoServer:
         requests.post(f"{self.url}/moto-api/reset", timeout=10)
 
 
-# moto checks a SigV4 signature by re-signing the request with botocore, whose signer never signs
-# User-Agent, Expect, Transfer-Encoding or X-Amzn-Trace-Id. AWS itself signs exactly the headers the
-# client lists in SignedHeaders, and the AWS SDK for Java v1 (shaded in Flink's flink-s3-fs-hadoop)
-# signs User-Agent: moto then answers 403 SignatureDoesNotMatch to every such request. moto already
-# keeps only the client's SignedHeaders, so emptying botocore's exclusion list inside the server
-# process makes it sign what the client signed; keys, secrets and session tokens are still checked.
-MOTO_MAIN = ("import sys, botocore.auth; botocore.auth.SIGNED_HEADERS_BLACKLIST[:] = []; "
-             "from moto.server import main; sys.argv[0] = 'moto_server'; main()")
-
-
 @contextmanager
 def run_moto(log_dir: Path, *, strict_bootstrap_calls: int = 0) -> Iterator[MotoServer]:
     """moto's S3 + STS server on a free 127.0.0.1 port; with ``strict_bootstrap_calls`` N, the
     first N calls are unauthenticated (bootstrap) and signatures and keys are enforced after
-    (signatures over exactly the client's SignedHeaders, as AWS does: see MOTO_MAIN)."""
+    (as AWS checks them: see tests/moto_server_main.py)."""
     if importlib.util.find_spec("moto.server") is None:
         raise RuntimeError("moto's server not found: install the test extras (pip install -e '.[test]')")
     port = free_port()
@@ -78,7 +68,7 @@ def run_moto(log_dir: Path, *, strict_bootstrap_calls: int = 0) -> Iterator[Moto
         env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(strict_bootstrap_calls)
     log_dir.mkdir(parents=True, exist_ok=True)
     with open(log_dir / f"moto-{port}.log", "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", MOTO_MAIN, "-H", "127.0.0.1", "-p", str(port)], stdout=out,
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("moto_server_main.py")), "-H", "127.0.0.1", "-p", str(port)], stdout=out,
                                 stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -1,14 +1,20 @@
-"""The compaction on S3 (a moto server), with each engine: the raw table and its vended STS
-credentials come from the Lakekeeper stand-in through lakeflow's real client; the job reads raw
-files from moto, writes Parquet back, then commits with pyiceberg and writes the ledger on the
-same S3. The Iceberg catalog is an embedded SQL catalog with its warehouse on S3 (the stand-in has
-no Iceberg REST catalog): see tests/compaction_jobs/.
+"""The compaction on S3 with IAM enforced, each engine run as the product runs it: ``lakeflow compact
+--engine arrow|spark`` against ``LAKEKEEPER`` = one URL that serves both catalogs, everything on one
+moto server that checks every signature, key and IAM policy (``moto_iam``).
 
-- spark: real S3A code (hadoop-aws 3.3.1) with lakeflow's translated ``fs.s3a.*`` settings, the
-  job's stages under spark-submit. That old SDK's signatures are rejected by moto's auth
-  enforcement (RUNTIME-NOTES), so moto runs with auth off: the settings are exercised, the
-  credentials' scoping is not.
-- arrow: ``lakeflow compact --engine arrow`` (pyarrow's S3 filesystem, no JVM).
+- ``/lakekeeper/v1``: the Lakekeeper stand-in (generic tables), vending STS credentials of a role
+  allowed only the raw table's prefix;
+- ``/catalog``: Apache Iceberg's REST server (tests/iceberg_rest.py), reached through the stand-in,
+  which plays Lakekeeper's part of an Iceberg load/create-table answer (:class:`LakekeeperWithIceberg`):
+  the warehouse's storage profile (endpoint, region, path style) and STS credentials of a role allowed
+  only the Iceberg table's location, instead of the server's own key pair (the catalog's storage
+  credential, which never leaves it — as Lakekeeper's never does).
+
+The raw table and the Iceberg table share the warehouse bucket, as in Lakekeeper; each set of
+credentials is refused outside its own table. Spark runs in the job's process, launched by lakeflow
+with the fetched hadoop-aws + AWS SDK v2 jars. One deviation of moto from AWS is corrected inside the
+moto server (tests/moto_server_main.py): it authorises each key of a DeleteObjects request, as AWS does,
+so pyarrow's and S3A's bulk deletes run as they would on AWS (no client setting changed).
 """
 
 from __future__ import annotations
@@ -16,122 +22,308 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
+import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import requests
+from botocore.exceptions import ClientError
+from werkzeug.wrappers import Request, Response
 
 from lakeflow.catalog import open_catalog
-from lakeflow.compaction import commands
+from lakeflow.compaction.commit import iceberg_catalog
+from lakeflow.compaction.commands import spark_options, submit_env
+from lakeflow.credentials import VendedConfig, to_s3a
 from lakeflow.settings import load_settings
-from tests.fixtures_compaction import REPO, readings
-from tests.fixtures_lakekeeper import env_for
+from tests.fixtures_compaction import REPO, json_array, readings
+from tests.fixtures_lakekeeper import NAMESPACE, WAREHOUSE_NAME, env_for
+from tests.fixtures_servers import MotoServer, run_moto
+from tests.iceberg_rest import IcebergRestServer, ensure_server_jars, run_iceberg_rest
+from tests.lakekeeper_standin import ApiError, LakekeeperStandin, S3Account, Table, _error
 
 pytestmark = pytest.mark.slow
 
+LAKEFLOW = str(Path(sys.executable).parent / "lakeflow")
 DAY = 1763683200000
-JOBS = REPO / "tests" / "compaction_jobs"
+TARGET = "sensor-readings-compacted"
 JOB_FLAGS = ["--delete-source", "--delete-min-age", "0s", "--move-quarantined"]
+# load-table (GET …/tables/{t}) and create-table (POST …/tables) answers: LoadTableResult
+_LOAD_OR_CREATE = re.compile(r"^/catalog/v1/[^/]+/namespaces/([^/]+)/tables(?:/([^/]+))?$")
+_OWN_KEYS = ("s3.access-key-id", "s3.secret-access-key", "s3.session-token")
+
+
+class LakekeeperWithIceberg(LakekeeperStandin):
+    """The stand-in with an Iceberg REST catalog at ``/catalog``: Iceberg's REST server (metadata,
+    commits, conflicts) behind Lakekeeper's front — the bearer token checked, and a table's storage
+    access vended as Lakekeeper vends it (``_config_keys``, ``_vend``: STS, role per table location)."""
+
+    iceberg_url = ""
+
+    def __call__(self, environ: dict, start_response: Callable) -> Any:
+        request = Request(environ)
+        if not (self.iceberg_url and request.path.startswith("/catalog/")):
+            return super().__call__(environ, start_response)
+        body = request.get_data(cache=True)
+        try:
+            self._authenticate(request)
+            response = self._forward(request, body)
+        except ApiError as exc:
+            response = _error(exc.code, exc.type, exc.message)
+        self._record(request, body, response.status_code)
+        return response(environ, start_response)
+
+    def _forward(self, request: Request, body: bytes) -> Response:
+        raw = request.environ.get("RAW_URI") or request.environ.get("REQUEST_URI") or request.full_path
+        headers = {k: v for k, v in request.headers.items()
+                   if k.lower() not in ("host", "content-length", "authorization", "connection")}
+        answer = requests.request(request.method, self.iceberg_url + raw, headers=headers, data=body, timeout=30)
+        route = _LOAD_OR_CREATE.match(request.path)
+        load = route is not None and request.method == "GET" and route.group(2) is not None
+        create = route is not None and request.method == "POST" and route.group(2) is None
+        if not (load or create) or answer.status_code != 200:
+            return Response(answer.content, status=answer.status_code,
+                            content_type=answer.headers.get("Content-Type", "application/json"))
+        result = answer.json()
+        assert self.warehouse is not None
+        wh, meta = self.warehouse, result["metadata"]
+        config = {k: v for k, v in (result.get("config") or {}).items() if k not in _OWN_KEYS}
+        config.update(self._config_keys(wh))
+        result.pop("storage-credentials", None)
+        if "vended-credentials" in request.headers.get("X-Iceberg-Access-Delegation", ""):
+            namespace = tuple(route.group(1).split("\x1f"))
+            name = route.group(2) if load else json.loads(body)["name"]
+            table = Table(meta["table-uuid"], namespace, name, "iceberg", meta["location"])
+            cred = self._vend(wh, table)
+            config.update({k: v for k, v in cred["config"].items() if "expir" not in k})
+            result["storage-credentials"] = [cred]
+            with self._lock:
+                wh.iceberg_tables.add((namespace, table.name))
+        result["config"] = config
+        return Response(json.dumps(result), status=200, content_type="application/json")
+
+
+def catalog_key(admin: S3Account, bucket: str, prefix: str) -> tuple[str, str]:
+    """The Iceberg catalog's own storage credential: an IAM user allowed S3 under ``bucket/prefix/``."""
+    iam, user = admin.client("iam"), f"iceberg-rest-{uuid.uuid4().hex[:8]}"
+    iam.create_user(UserName=user)
+    iam.put_user_policy(UserName=user, PolicyName="warehouse", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17",
+         "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": [f"arn:aws:s3:::{bucket}/{prefix}/*"]},
+                       {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": [f"arn:aws:s3:::{bucket}"]}]}))
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    return key["AccessKeyId"], key["SecretAccessKey"]
+
+
+@pytest.fixture(scope="module")
+def moto_iam(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Account]:
+    """moto with signatures and IAM policies enforced (as ``moto_strict``), DeleteObjects authorised per
+    key as AWS does (tests/moto_server_main.py); yields Lakekeeper's own storage credential (IAM user)."""
+    with run_moto(tmp_path_factory.mktemp("moto-iam"), strict_bootstrap_calls=3) as moto:
+        iam = moto.client("iam")                         # the 3 unauthenticated bootstrap calls
+        iam.create_user(UserName="lakekeeper")
+        iam.put_user_policy(UserName="lakekeeper", PolicyName="all", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+        key = iam.create_access_key(UserName="lakekeeper")["AccessKey"]
+        yield S3Account(moto.url, moto.region, key["AccessKeyId"], key["SecretAccessKey"])
 
 
 @dataclass
-class S3Raw:
-    """The raw table on moto with this test's part files, and the environment to compact it."""
+class Lakehouse:
+    """Both catalogs at ``standin.url``, the raw table with this test's part files, and how to compact."""
 
+    standin: LakekeeperWithIceberg
+    iceberg: IcebergRestServer
+    admin: S3Account            # Lakekeeper's own storage credential: for inspecting the bucket only
     env: dict
-    location: str
-    vended: dict
+    location: str               # the raw table, s3://bucket/warehouse/<table id>
+    vended: dict                # the raw table's vended storage config
     bucket: str
-    prefix: str
-    s3: object        # boto3 S3 client on moto
+    prefix: str                 # the raw table's key prefix
     home: Path
-    report: Path
-    secrets: tuple[str, ...]
 
-    def run(self, cmd: list[str]) -> subprocess.CompletedProcess:
-        done = subprocess.run(cmd, env=commands.submit_env(self.env), cwd=self.home.parent, capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-        for secret in self.secrets:
-            assert secret not in done.stdout + done.stderr and secret not in " ".join(cmd)
+    @property
+    def s3(self):
+        return self.admin.client("s3")
+
+    @property
+    def table_prefix(self) -> str:
+        """The Iceberg table's key prefix (the REST server's warehouse is Lakekeeper's)."""
+        return f"{self.standin.warehouse.key_prefix}/{NAMESPACE[0]}/{TARGET}"
+
+    def keys(self) -> set[str]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket)
+        return {o["Key"] for page in pages for o in page.get("Contents", [])}
+
+    def compact(self, engine: str, report: Path, *extra: str) -> subprocess.CompletedProcess:
+        """``lakeflow compact`` as a user runs it; exit 0 and no secret in what it printed."""
+        cmd = [LAKEFLOW, "compact", "--engine", engine, "--report", str(report), *JOB_FLAGS, *extra]
+        done = subprocess.run(cmd, env=self.env, cwd=self.home.parent, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            log = report.with_suffix(".log")
+            log.write_text(done.stdout + done.stderr)
+            lines = [l for l in done.stderr.splitlines() if not l.lstrip().startswith("at ")]
+            pytest.fail(f"lakeflow compact exited {done.returncode} (all of it: {log}):\n" + "\n".join(lines[-60:]))
+        self.assert_no_secret(done.stdout + done.stderr + " ".join(cmd))
         return done
+
+    def secrets(self) -> list[str]:
+        return [self.standin.token, self.iceberg.secret_key, self.admin.secret_key, *self.standin.vended_secrets]
+
+    def assert_no_secret(self, text: str) -> None:
+        for secret in self.secrets():
+            assert secret not in text
 
 
 @pytest.fixture
-def s3_raw(lakekeeper, moto_server, tmp_path: Path) -> S3Raw:
-    """120 readings in 6 committed part files (an hourly folder), a truncated one, an in-progress one."""
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("LAKEFLOW_", "COMPACT_", "OAUTH_"))},
-           **env_for(lakekeeper), "LAKEFLOW_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
-    settings = load_settings(env)
-    handle = open_catalog(settings).register(settings.namespace, settings.table)
-    vended = open_catalog(settings).load(settings.namespace, settings.table, vended=True).storage.merged()
-    assert handle.location.startswith("s3://") and vended.get("s3.session-token")
+def lakehouse(moto_iam: S3Account, tmp_path: Path) -> Iterator[Lakehouse]:
+    """The raw table (registered through lakeflow) with 120 readings in 6 committed part files (an
+    hourly folder), a truncated one and an in-progress one, written with its vended credentials."""
+    ensure_server_jars()
+    standin = LakekeeperWithIceberg(moto_iam).start()
+    try:
+        wh = standin.add_warehouse(WAREHOUSE_NAME)
+        standin.create_namespace(NAMESPACE)
+        access_key, secret_key = catalog_key(moto_iam, wh.bucket, wh.key_prefix)
+        with run_iceberg_rest(MotoServer(moto_iam.endpoint, moto_iam.region), access_key, secret_key, wh.base,
+                              tmp_path / "iceberg-rest", prefix=wh.id) as server:
+            standin.iceberg_url = server.url
+            home = tmp_path / "home"
+            env = {**{k: v for k, v in os.environ.items()
+                      if not k.startswith(("LAKEFLOW_", "COMPACT_", "OAUTH_", "AWS_", "LAKEKEEPER", "TOKEN"))},
+                   **env_for(standin), "LAKEFLOW_HOME": str(home)}
+            settings = load_settings(env)
+            handle = open_catalog(settings).register(settings.namespace, settings.table)
+            vended = open_catalog(settings).load(settings.namespace, settings.table, vended=True).storage.merged()
+            assert handle.location.startswith(f"{wh.base}/") and vended.get("s3.session-token")
+            bucket, prefix = handle.location.removeprefix("s3://").split("/", 1)
 
-    bucket, prefix = handle.location.removeprefix("s3://").split("/", 1)
-    s3 = moto_server.client("s3")
-    rows = readings("run-s3", 120, start_ms=DAY + 3_600_000, step_ms=30_000, seed=7)
-    for n in range(0, 120, 20):
-        s3.put_object(Bucket=bucket, Key=f"{prefix}/2025-11-21--01/part-s3-{n % 2}-{n // 20}.json",
-                      Body=json.dumps(rows[n:n + 20]).encode())
-    s3.put_object(Bucket=bucket, Key=f"{prefix}/part-s3-0-99.json", Body=b'[{"sensor_id": "x", ')
-    s3.put_object(Bucket=bucket, Key=f"{prefix}/.part-s3-1-9.json.inprogress.0a1b", Body=b"[")
-
-    env.update({"ICEBERG_WAREHOUSE": f"s3://{bucket}/iceberg", "ICEBERG_S3_ENDPOINT": moto_server.url,
-                "ICEBERG_S3_KEY": "iceberg-writer", "ICEBERG_S3_SECRET": "iceberg-secret-value"})
-    return S3Raw(env=env, location=handle.location, vended=vended, bucket=bucket, prefix=prefix, s3=s3,
-                 home=tmp_path / "home", report=tmp_path / "report.json",
-                 secrets=(vended["s3.secret-access-key"], vended["s3.session-token"], "iceberg-secret-value",
-                          lakekeeper.token))
+            writer = boto3.client("s3", **to_s3a(VendedConfig(handle.location, vended)).boto3())  # as Flink writes
+            rows = readings("run-s3", 120, start_ms=DAY + 3_600_000, step_ms=30_000, seed=7)
+            for n in range(0, 120, 20):
+                writer.put_object(Bucket=bucket, Key=f"{prefix}/2025-11-21--01/part-s3-{n % 2}-{n // 20}.json",
+                                  Body=json_array(rows[n:n + 20]).encode())
+            writer.put_object(Bucket=bucket, Key=f"{prefix}/part-s3-0-99.json", Body=b'[{"sensor_id": "x", ')
+            writer.put_object(Bucket=bucket, Key=f"{prefix}/.part-s3-1-9.json.inprogress.0a1b", Body=b"[")
+            yield Lakehouse(standin=standin, iceberg=server, admin=moto_iam, env=env, location=handle.location,
+                            vended=vended, bucket=bucket, prefix=prefix, home=home)
+    finally:
+        standin.stop()
+    assert not standin.violations, "OpenAPI contract violations:\n" + "\n".join(standin.violations)
 
 
-def check_compacted(raw: S3Raw, engine: str, moto_url: str) -> pa.Table:
-    """The run's report, the files it left on S3 and its Iceberg commit; the Parquet file written."""
-    r = json.loads(raw.report.read_text())
+def _client(props: dict, location: str):
+    return boto3.client("s3", **to_s3a(VendedConfig(location, props)).boto3())
+
+
+def _refused(call: Callable[[], Any]) -> None:
+    with pytest.raises(ClientError) as err:
+        call()
+    assert err.value.response["Error"]["Code"] == "AccessDenied"
+
+
+def check_compacted(lh: Lakehouse, engine: str, report: Path) -> pa.Table:
+    """The run's report, what it left on S3, its Iceberg commit (read back through the catalog with the
+    credentials vended for the Iceberg table); returns the Parquet file written."""
+    r = json.loads(report.read_text())
     assert r["engine"] == engine
     assert (r["files_in"], r["files_compacted"], r["rows_out"], r["files_out"]) == (7, 6, 120, 1)
     assert r["quarantined"] == [{"file": "part-s3-0-99.json",
                                  "reason": "not a JSON array of reading objects (malformed or truncated JSON)"}]
 
-    bucket, prefix, s3 = raw.bucket, raw.prefix, raw.s3
-    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
-    (data,) = [k for k in keys if k.startswith("iceberg/") and k.endswith(".parquet")]
-    assert "/data/ts_day=2025-11-21/sensor-readings-compacted__2025-11-21__20251121T010000000Z__" in data
-    table = pq.read_table(io.BytesIO(s3.get_object(Bucket=bucket, Key=data)["Body"].read()))
-    assert sorted(table.column("seq").to_pylist()) == list(range(120))
+    bucket, prefix, table_prefix, keys = lh.bucket, lh.prefix, lh.table_prefix, lh.keys()
+    (data,) = [k for k in keys if k.endswith(".parquet")]
+    assert data.startswith(f"{table_prefix}/data/ts_day=2025-11-21/{TARGET}__2025-11-21__20251121T010000000Z__")
+    parquet = pq.read_table(io.BytesIO(lh.s3.get_object(Bucket=bucket, Key=data)["Body"].read()))
+    assert sorted(parquet.column("seq").to_pylist()) == list(range(120))
     assert f"{prefix}/_quarantine/part-s3-0-99.json" in keys                       # moved (S3: copy + delete)
     left = [k for k in keys if k.startswith(f"{prefix}/2025-11-21--01/") and not k.endswith("/")]
     assert left == []                                                              # --delete-source
     assert f"{prefix}/.part-s3-1-9.json.inprogress.0a1b" in keys                   # never touched
-    ledger = "iceberg/iot/sensor-readings-compacted/_lakeflow/compaction/ledger-"   # where only the compactor writes
+    ledger = f"{table_prefix}/_lakeflow/compaction/ledger-"                          # where only the compactor writes
     assert r["ledger"].startswith(f"s3://{bucket}/{ledger}") and r["ledger"][len(f"s3://{bucket}/"):] in keys
     assert not any(k.startswith(f"{prefix}/_lakeflow/") for k in keys)
+    assert not any(k.startswith(f"{table_prefix}/data/_staging/") and not k.endswith("/") for k in keys)
 
-    from pyiceberg.catalog.sql import SqlCatalog
-    catalog = SqlCatalog("s3test", uri=f"sqlite:///{raw.home / 'iceberg.db'}", warehouse=raw.env["ICEBERG_WAREHOUSE"],
-                         **{"s3.endpoint": moto_url, "s3.region": "us-east-1", "s3.access-key-id": "k",
-                            "s3.secret-access-key": "s"})
-    committed = catalog.load_table(("iot", "sensor-readings-compacted")).scan().to_arrow()
-    assert sorted(committed.column("seq").to_pylist()) == list(range(120))
-    return table
+    table = iceberg_catalog(load_settings(lh.env)).load_table((*NAMESPACE, TARGET))
+    assert table.location() == f"s3://{bucket}/{table_prefix}"
+    committed = table.scan().to_arrow()
+    assert sorted(committed.column("seq").to_pylist()) == list(range(120))          # every reading, once
+    assert len(table.metadata.snapshots) == 1 and table.properties["lakeflow.compaction.ledger"] == r["ledger"]
+    props = table.io.properties                                                    # vended for the table by STS
+    assert props["s3.access-key-id"] in lh.standin.vended_access_keys and props.get("s3.session-token")
+    assert props["s3.access-key-id"] != lh.iceberg.access_key
+    posts = [c.path.split("/namespaces/", 1)[-1] for c in lh.standin.calls("POST", "/catalog/v1/")]
+    assert "iot/tables" in posts and f"iot/tables/{TARGET}" in posts        # created and committed at LAKEKEEPER
+
+    # each table's credentials work only under that table: nothing else in the bucket is theirs
+    raw_s3, table_s3 = _client(lh.vended, lh.location), _client(props, table.location())
+    table_s3.head_object(Bucket=bucket, Key=data)
+    raw_s3.head_object(Bucket=bucket, Key=f"{prefix}/.part-s3-1-9.json.inprogress.0a1b")
+    _refused(lambda: raw_s3.put_object(Bucket=bucket, Key=f"{table_prefix}/data/forged.parquet", Body=b"x"))
+    _refused(lambda: raw_s3.get_object(Bucket=bucket, Key=data))
+    _refused(lambda: table_s3.put_object(Bucket=bucket, Key=f"{prefix}/part-forged-0-0.json", Body=b"[]"))
+    _refused(lambda: table_s3.delete_object(Bucket=bucket, Key=f"{prefix}/.part-s3-1-9.json.inprogress.0a1b"))
+    deleted = table_s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": f"{prefix}/.part-s3-1-9.json.inprogress.0a1b"}]})
+    assert [e["Code"] for e in deleted.get("Errors", [])] == ["AccessDenied"] and not deleted.get("Deleted")
+    for s3 in (raw_s3, table_s3):
+        _refused(lambda: s3.put_object(Bucket=bucket, Key=f"{lh.standin.warehouse.key_prefix}/other/x", Body=b"x"))
+        _refused(lambda: s3.put_object(Bucket=bucket, Key="outside.json", Body=b"x"))
+    return parquet
 
 
-def test_spark_engine_reads_and_writes_s3_through_s3a(s3_raw: S3Raw, moto_server, s3a_jars) -> None:
-    cmd = [str(commands.spark_home() / "bin" / "spark-submit"), "--master", "local[2]",
-           "--jars", ",".join(str(j) for j in s3a_jars), "--conf", "spark.ui.enabled=false",
-           str(JOBS / "s3_stages.py"), "--engine", "spark", "--report", str(s3_raw.report), *JOB_FLAGS]
-    s3_raw.run(cmd)
-    table = check_compacted(s3_raw, "spark", moto_server.url)
-    assert b"org.apache.spark.version" in table.schema.metadata  # written by Spark, i.e. through S3A
+def check_rerun_and_outputs(lh: Lakehouse, engine: str, tmp_path: Path, *extra: str) -> None:
+    """A second run finds nothing new (the ledger read back from S3) and commits nothing; the report
+    and the lineage events hold no secret."""
+    again = tmp_path / "again.json"
+    lh.compact(engine, again, *extra)
+    r = json.loads(again.read_text())
+    assert (r["files_listed"], r["rows_out"], r["snapshot_id"]) == (0, 0, None)
+    table = iceberg_catalog(load_settings(lh.env)).load_table((*NAMESPACE, TARGET))
+    assert len(table.metadata.snapshots) == 1 and table.scan().to_arrow().num_rows == 120
+    written = [p for p in (*lh.home.rglob("*"), *tmp_path.glob("*.json")) if p.is_file() and p.suffix != ".db"]
+    assert any(p.parent.name == "lineage" for p in written)
+    lh.assert_no_secret("".join(p.read_text(errors="replace") for p in written))
 
 
-def test_arrow_engine_reads_and_writes_s3_with_pyarrow(s3_raw: S3Raw, moto_server) -> None:
-    cmd = [sys.executable, str(JOBS / "s3_cli.py"), "compact", "--engine", "arrow", "--report", str(s3_raw.report),
-           *JOB_FLAGS]
-    done = s3_raw.run(cmd)
-    table = check_compacted(s3_raw, "arrow", moto_server.url)
-    assert b"org.apache.spark.version" not in (table.schema.metadata or {})  # written by pyarrow
-    assert "log4j" not in done.stderr                                       # no JVM started
+def test_arrow_engine_compacts_s3_with_vended_credentials(lakehouse: Lakehouse, tmp_path: Path) -> None:
+    done = lakehouse.compact("arrow", tmp_path / "report.json")
+    parquet = check_compacted(lakehouse, "arrow", tmp_path / "report.json")
+    assert b"org.apache.spark.version" not in (parquet.schema.metadata or {})  # written by pyarrow
+    assert "log4j" not in done.stderr and "starting the Spark session" not in done.stderr  # no JVM started
+    check_rerun_and_outputs(lakehouse, "arrow", tmp_path)
+
+
+def test_spark_engine_compacts_s3_through_s3a_with_vended_credentials(lakehouse: Lakehouse, tmp_path: Path) -> None:
+    done = lakehouse.compact("spark", tmp_path / "report.json")
+    assert "starting the Spark session" in done.stderr
+    parquet = check_compacted(lakehouse, "spark", tmp_path / "report.json")
+    assert b"org.apache.spark.version" in parquet.schema.metadata  # written by Spark, i.e. through S3A
+    check_rerun_and_outputs(lakehouse, "spark", tmp_path)
+
+
+def test_spark_session_reads_and_writes_lakekeeper_s3_uris_as_they_are(lakehouse: Lakehouse) -> None:
+    """The session lakeflow builds for a run on S3 (raw table's vended settings, the jars lakeflow
+    fetched) binds ``s3://`` to S3A: the raw location exactly as Lakekeeper gives it is read, written
+    and deleted under IAM enforcement (tests/compaction_jobs/s3_scheme.py)."""
+    job = REPO / "tests" / "compaction_jobs" / "s3_scheme.py"
+    env = submit_env({**lakehouse.env, "PYTHONPATH": str(REPO)},
+                     spark_options("local[1]"))
+    outside = f"s3://{lakehouse.bucket}/{lakehouse.table_prefix}/scheme-check"
+    done = subprocess.run([sys.executable, str(job), outside], env=env, cwd=lakehouse.home.parent, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    lakehouse.assert_no_secret(done.stdout + done.stderr)
+    lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert lines["fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert lines["filesystem"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert lines["location"] == lakehouse.location and lines["rows"] == "120" and lines["written"] == "120"
+    assert not any("_scheme-check" in k for k in lakehouse.keys())                 # deleted again
+    assert lines["outside"] == f"refused {outside}"                          # the raw table's keys, elsewhere

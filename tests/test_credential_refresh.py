@@ -31,9 +31,6 @@ from tests.fixtures_lakekeeper import env_for, settings_for
 LAKEFLOW = str(Path(sys.executable).parent / "lakeflow")
 BOTO3_ADVISORY_S = 15 * 60  # botocore refreshes this long before Expiration
 SDK_BUFFER_S = 15           # the AWS SDKs for Java (v1 and v2) re-run a credential process this long before Expiration
-# moto authorises a DeleteObjects request against the bucket, not each key as AWS does, so a role
-# scoped to a prefix is refused every multi-object delete there: S3A deletes key by key instead.
-MOTO_S3A = {"spark.hadoop.fs.s3a.multiobjectdelete.enable": "false"}
 
 
 def credential_calls(lakekeeper) -> int:
@@ -149,7 +146,7 @@ def test_s3a_profile_provider_re_vends_inside_spark(make_lakekeeper, moto_strict
     handle = catalog.register(settings.namespace, settings.table)
     profile = write_profile(tmp_path / "aws", settings.namespace, settings.table,
                             catalog_settings(settings, catalog.warehouse_id))
-    conf = {**refreshing(to_s3a(handle.storage), sdk="v2").spark(), **MOTO_S3A,
+    conf = {**refreshing(to_s3a(handle.storage), sdk="v2").spark(),
             "spark.jars": ",".join(str(j) for j in s3a_jars), "spark.ui.enabled": "false", "spark.log.level": "WARN"}
     cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", "local[2]"]
     for key, value in conf.items():

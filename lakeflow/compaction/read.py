@@ -13,6 +13,7 @@ values and has nulls where those were. The rows are cached: the summary and the 
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from pyspark import StorageLevel
@@ -36,10 +37,21 @@ def read_parts(spark: SparkSession, raw: Storage, parts: Sequence[FileEntry]) ->
     wanted = ", ".join(_sql_string(raw.spark_path(p.rel)) for p in parts)
     # One SQL expression: Column.isin() would make a JVM call per path (seconds for 10,000 files).
     return (spark.read.schema(read_schema()).option("multiLine", True).option("mode", "PERMISSIVE")
-            .option("recursiveFileLookup", True).json(raw.hadoop_uri())
+            .option("recursiveFileLookup", True).json(_listing_root(raw))
             .where(F.expr(f"_metadata.file_path IN ({wanted})"))
             .select(*NAMES, F.col("_metadata.file_path").alias(FILE))
             .persist(StorageLevel.MEMORY_AND_DISK))
+
+
+def _listing_root(raw: Storage) -> str:
+    """What Spark lists: the raw folder, or on S3 its entries not named ``.…``/``_…`` (a glob, as Spark
+    skips them below). S3A probes a folder given by name with HEAD on its key (``…/<table>``, no
+    slash), outside what credentials scoped to ``<table>/`` may read (AccessDenied on AWS); a glob lists
+    ``<table>/`` instead."""
+    root = raw.hadoop_uri()
+    if raw.is_local:
+        return root
+    return re.sub(r"([\\{}\[\]*?])", r"\\\1", root) + "/[!._]*"
 
 
 def _sql_string(value: str) -> str:

@@ -32,6 +32,9 @@ SESSION_CONF = {
     "spark.ui.showConsoleProgress": "false",                    # the job logs its own progress
     "spark.log.level": "WARN",
 }
+# For a run on S3: Lakekeeper's locations are s3:// URIs; with the scheme bound to S3A Spark reads and
+# writes them as they are, with the same fs.s3a.* settings (lakeflow itself hands Spark s3a:// URIs).
+S3_SESSION_CONF = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
 
 
 def spark_session(app_name: str, raw_s3a: Optional[S3ASettings], *, s3: bool = False) -> SparkSession:
@@ -46,6 +49,9 @@ def spark_session(app_name: str, raw_s3a: Optional[S3ASettings], *, s3: bool = F
         builder = builder.master("local[*]")
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
+    if raw_s3a is not None or s3:
+        for key, value in S3_SESSION_CONF.items():
+            builder = builder.config(key, value)
     if raw_s3a is not None:
         for key, value in raw_s3a.spark().items():
             builder = builder.config(key, value)
@@ -81,7 +87,8 @@ def table_options(s3a: Optional[S3ASettings]) -> dict[str, str]:
     """Read/write options giving one table's S3A settings to Spark (empty for local tables)."""
     if s3a is None:
         return {}
-    return {**s3a.hadoop, "fs.s3a.impl.disable.cache": "true"}
+    # the FileSystem cache is per scheme: bypass it for s3:// (bound to S3A above) as for s3a://
+    return {**s3a.hadoop, "fs.s3a.impl.disable.cache": "true", "fs.s3.impl.disable.cache": "true"}
 
 
 @contextmanager

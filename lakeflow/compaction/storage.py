@@ -94,6 +94,13 @@ class Storage:
     def _path(self, rel: str) -> str:
         return f"{self._root}/{rel}" if rel else self._root
 
+    def _parent(self, path: str) -> None:
+        """Create the folder ``path`` goes into, on local disks. Object stores have no folders, and
+        pyarrow's ``create_dir`` on S3 asks HeadBucket first, which credentials scoped to a table's
+        prefix may not do (s3:ListBucket only for that prefix, as Lakekeeper vends them): AccessDenied."""
+        if self.is_local:
+            self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+
     def list(self, rel: str = "") -> list[FileEntry]:
         """Every file under ``rel``, recursively (empty when the folder does not exist)."""
         from pyarrow.fs import FileSelector, FileType
@@ -134,7 +141,7 @@ class Storage:
         """Write a whole file durably: on local disks a synced temporary file renamed into place (then
         the folder synced); on S3 one PUT, which appears whole or not at all."""
         path = self._path(rel)
-        self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        self._parent(path)
         if not self.is_local:
             with self._fs.open_output_stream(path, compression=None) as f:
                 f.write(data)
@@ -147,7 +154,7 @@ class Storage:
         """Create a whole file only if none is at ``rel``; False if one is — a conditional create
         (``If-None-Match: *`` on S3, a hard link on local disks), atomic among hosts."""
         path = self._path(rel)
-        self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        self._parent(path)
         if self.is_local:
             tmp = self._local_temp(path, data)
             try:
@@ -189,7 +196,7 @@ class Storage:
         return self._client
 
     def move(self, src: str, dst: str) -> None:
-        self._fs.create_dir(self._path(dst).rsplit("/", 1)[0], recursive=True)
+        self._parent(self._path(dst))
         self._fs.move(self._path(src), self._path(dst))
 
     def delete(self, rel: str) -> None:
@@ -218,7 +225,7 @@ class Storage:
         import pyarrow.parquet as pq
 
         path = self._path(rel)
-        self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        self._parent(path)
         pq.write_table(table, path, filesystem=self._fs, compression="zstd")
 
     def parquet_metadata(self, rel: str):
