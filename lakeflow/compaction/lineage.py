@@ -1,4 +1,5 @@
-"""The compaction's OpenLineage run events (START, then COMPLETE or FAIL) in the lineage store.
+"""The compaction's OpenLineage run events (START, then COMPLETE or FAIL) in the lineage store,
+built with openlineage-python (:mod:`lakeflow.lineage.openlineage`).
 
 Dataset names come from :mod:`lakeflow.lineage.datasets`, derived exactly as the Flink job
 declares its sink (location → canonical name; catalog identity as a symlink alias), so the
@@ -41,33 +42,30 @@ def target_datasets(config: CompactConfig, raw: RawTable, target: Target) -> tup
 
 
 class LineageRun:
-    """Builds and writes the run's events; the input/output facets carry the report's figures."""
+    """Builds the run's events with openlineage-python and writes them into the lineage store;
+    the final event's input/output statistics facets carry the report's figures."""
 
     def __init__(self, config: CompactConfig, raw: RawTable, target: Target, report: Report) -> None:
         self.config, self.report = config, report
         self.raw, self.raw_alias = raw_datasets(config, raw)
         self.out, self.out_alias = target_datasets(config, raw, target)
+        self.transport = ol.StoreTransport(config.settings.lineage_dir)
 
-    def event(self, event_type: str, run_facets: dict[str, Any], final: bool) -> dict[str, Any]:
-        inputs = [ol.dataset(self.raw, aliases=[self.raw_alias])]
-        outputs = [ol.dataset(self.out, aliases=[self.out_alias])]
+    def event(self, event_type: str, run_facets: dict[str, Any], final: bool):
         if final:
             r = self.report
-            inputs[0]["inputFacets"] = {"inputStatistics": ol.facet(
-                "InputStatisticsInputDatasetFacet", rowCount=r.rows_in, size=r.bytes_in, fileCount=r.files_in)}
-            outputs[0]["outputFacets"] = {"outputStatistics": ol.facet(
-                "OutputStatisticsOutputDatasetFacet", rowCount=r.rows_out, size=r.bytes_out,
-                fileCount=r.files_out)}
-            run_facets = {**run_facets, "lakeflow_compaction": ol.facet("LakeflowCompactionRunFacet",
-                                                                        **r.facet())}
+            inputs = [ol.input_dataset(self.raw, [self.raw_alias], rows=r.rows_in, size=r.bytes_in, files=r.files_in)]
+            outputs = [ol.output_dataset(self.out, [self.out_alias], rows=r.rows_out, size=r.bytes_out,
+                                         files=r.files_out)]
+            run_facets = {**run_facets, "lakeflow_compaction": ol.compaction_facet(r.facet())}
+        else:
+            inputs, outputs = [ol.input_dataset(self.raw, [self.raw_alias])], [ol.output_dataset(self.out, [self.out_alias])]
         return ol.run_event(event_type, run_id=self.config.run_id, job_namespace=JOB_NAMESPACE,
                             job_name=job_name(self.config), inputs=inputs, outputs=outputs,
-                            run_facets=run_facets, job_facets={"jobType": ol.facet(
-                                "JobTypeJobFacet", processingType="BATCH", integration="SPARK",
-                                jobType="JOB")})
+                            run_facets=run_facets, job_facets={"jobType": ol.job_type("BATCH", "SPARK")})
 
     def write(self, event_type: str, run_facets: dict[str, Any] | None = None, final: bool = False) -> None:
-        ol.write_event(self.config.settings.lineage_dir, self.event(event_type, run_facets or {}, final))
+        self.transport.emit(self.event(event_type, run_facets or {}, final))
 
 
 @contextmanager
@@ -79,8 +77,7 @@ def lineage_run(config: CompactConfig, raw: RawTable, target: Target, report: Re
         yield run
     except BaseException as exc:
         report.fail(exc)
-        run.write("FAIL", {"errorMessage": ol.facet("ErrorMessageRunFacet", message=f"{type(exc).__name__}: {exc}",
-                                                    programmingLanguage="python")}, final=True)
+        run.write("FAIL", {"errorMessage": ol.error_message(f"{type(exc).__name__}: {exc}", "python")}, final=True)
         raise
     report.finish()
     run.write("COMPLETE", final=True)

@@ -1,4 +1,6 @@
-"""``lakeflow harvest``: Flink jobs, runs and lineage (plus compaction runs) → DataHub / OpenLineage / JSON."""
+"""``lakeflow harvest``: Flink jobs, runs and lineage (plus compaction runs) → DataHub / OpenLineage /
+JSON / a picture (HTML, DOT, Mermaid); ``lakeflow lineage view``: the picture of a saved harvest
+and/or the lineage store."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-FORMATS = ("json", "datahub", "openlineage")
+FORMATS = ("json", "datahub", "openlineage", "html", "dot", "mermaid")
+PICTURES = ("html", "dot", "mermaid")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,8 +18,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "harvest", help="harvest Flink jobs, runs and lineage from the JobManager REST API",
         description="Read jobs, plans, runs and lineage from a Flink JobManager (and a SQL Gateway for "
                     "catalog tables), merge the compaction's run events, and write DataHub MCPs, "
-                    "OpenLineage events or neutral JSON. Credentials come from the environment: "
-                    "FLINK_API_TOKEN or FLINK_API_USERNAME/FLINK_API_PASSWORD, DATAHUB_GMS_TOKEN.")
+                    "OpenLineage events, neutral JSON or a picture of the lineage (html: one self-contained "
+                    "page, needs Graphviz's dot; dot; mermaid). Credentials come from the environment: "
+                    "FLINK_API_TOKEN or FLINK_API_USERNAME/FLINK_API_PASSWORD, DATAHUB_GMS_TOKEN, "
+                    "OPENLINEAGE_API_KEY.")
     p.add_argument("--rest-url", help="JobManager REST URL, e.g. http://localhost:8081 (or in --recipe)")
     p.add_argument("--sql-gateway-url", help="SQL Gateway REST URL, resolves SQL catalog tables")
     p.add_argument("--recipe", type=Path, help="recipe YAML (DataHub flink-source layout); flags override it")
@@ -26,6 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--datahub-token", metavar="SOURCE",
                    help="GMS token from env:VAR or file:PATH (default: $DATAHUB_GMS_TOKEN if set); "
                         "never the token itself")
+    p.add_argument("--openlineage-url", metavar="URL",
+                   help="also post the OpenLineage run events to this Marquez- or DataHub-compatible server "
+                        "(API key from $OPENLINEAGE_API_KEY)")
+    p.add_argument("--openlineage-endpoint", metavar="PATH", default="api/v1/lineage",
+                   help="the lineage endpoint under --openlineage-url (default api/v1/lineage, Marquez; "
+                        "DataHub: openapi/openlineage/api/v1/lineage)")
     p.add_argument("--env", help="DataHub environment (default PROD)")
     p.add_argument("--platform-instance", help="platform instance of the Flink cluster")
     p.add_argument("--job-name-allow", action="append", metavar="REGEX", help="only jobs whose name matches")
@@ -44,6 +55,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--state-file", type=Path, help="enable stale-entity removal with this state file")
     p.add_argument("--fail-safe-threshold", type=float, help="max %% of entities removed at once (default 75)")
     p.set_defaults(handler=run)
+
+    lineage = subparsers.add_parser("lineage", help="the lineage picture of a saved harvest and the lineage store",
+                                    description="Work with harvested lineage.")
+    sub = lineage.add_subparsers(dest="lineage_command", metavar="COMMAND", required=True)
+    v = sub.add_parser(
+        "view", help="draw a saved harvest (and/or the lineage store) as HTML, DOT or Mermaid",
+        description="Draw the lineage graph of a saved harvest (`lakeflow harvest --format json --output FILE`) "
+                    "and/or the compaction runs of the lineage store. With both, the store's compaction runs "
+                    "replace those the harvest saw (the store is newer). Without --harvest the lineage store "
+                    "alone is drawn (default $LINEAGE_DIR, else $LAKEFLOW_HOME/lineage).")
+    v.add_argument("--harvest", type=Path, metavar="FILE", help="a `lakeflow harvest --format json` document")
+    v.add_argument("--lineage-dir", type=Path, help="compaction run events to draw (or to merge into --harvest)")
+    v.add_argument("--format", choices=PICTURES + ("json",), default="html", help="output format (default html)")
+    v.add_argument("--output", default="-", help="output file, '-' for stdout (default)")
+    v.add_argument("--title", default="lakeflow lineage", help="the page title (html)")
+    v.set_defaults(handler=view)
 
 
 def _environment() -> dict[str, str]:
@@ -157,18 +184,21 @@ def run(args: argparse.Namespace) -> int:
     from lakeflow.lineage.config import ConfigError
     from lakeflow.lineage.emit_datahub import EmitError
     from lakeflow.lineage.flink_rest import FlinkRestError
+    from lakeflow.lineage.render import RenderError, require_dot
 
     try:
         environ = _environment()
         cfg = _config(args, environ)
         token = _token(args.datahub_token, environ)
-        return _run(args, cfg, token)
-    except (ConfigError, FlinkRestError, EmitError, ValueError) as exc:
+        if args.format == "html":
+            require_dot()  # before harvesting, not after
+        return _run(args, cfg, token, environ)
+    except (ConfigError, FlinkRestError, EmitError, RenderError, ValueError) as exc:
         print(f"lakeflow harvest: {exc}", file=sys.stderr)
         return 2
 
 
-def _run(args: argparse.Namespace, cfg, token) -> int:
+def _run(args: argparse.Namespace, cfg, token, environ: dict[str, str]) -> int:
     from lakeflow.lineage import state
     from lakeflow.lineage.harvest import harvest
     from lakeflow.lineage.report import HarvestReport
@@ -185,18 +215,30 @@ def _run(args: argparse.Namespace, cfg, token) -> int:
         removed = verdict.removed if cfg.remove_stale_metadata else ()
         report.removed = list(removed)
     with report.timed("emit"):
-        mcps = None
+        mcps = ol_events = None
         if args.format == "json":
             from lakeflow.lineage.emit_json import dumps
-            text = dumps(graph, removed)
+            _write(args.output, dumps(graph, removed))
         elif args.format == "openlineage":
-            from lakeflow.lineage.emit_openlineage import dumps, events
-            text = dumps(events(graph, cfg.platform_instance))
+            from lakeflow.lineage.emit_openlineage import events
+            ol_events = events(graph, cfg.platform_instance)
+            _write_events(args.output, ol_events)
+        elif args.format in PICTURES:
+            from lakeflow.lineage.emit_json import document
+            _write(args.output, _picture(args.format, document(graph, removed)))
         else:
             from lakeflow.lineage.emit_datahub import dumps, proposals
             mcps = proposals(graph, cfg.env, cfg.platform_instance, removed)
-            text = dumps(mcps)
-        _write(args.output, text)
+            _write(args.output, dumps(mcps))
+        if args.openlineage_url:
+            from lakeflow.lineage.emit_openlineage import events, send
+            from lakeflow.secret import Secret
+
+            key = environ.get("OPENLINEAGE_API_KEY")
+            ol_events = ol_events if ol_events is not None else events(graph, cfg.platform_instance)
+            sent = send(ol_events, args.openlineage_url, args.openlineage_endpoint, Secret(key) if key else None,
+                        cfg.connection.timeout_s, cfg.connection.max_retries)
+            print(f"sent {sent} OpenLineage events to {redact_url(args.openlineage_url)}", file=sys.stderr)
         if args.datahub_gms:
             from lakeflow.lineage.emit_datahub import proposals, send
             mcps = mcps or proposals(graph, cfg.env, cfg.platform_instance, removed)
@@ -207,6 +249,69 @@ def _run(args: argparse.Namespace, cfg, token) -> int:
     for line in report.lines():
         print(line, file=sys.stderr)
     return 1 if report.jobs_failed else 0
+
+
+def _picture(fmt: str, doc: dict, title: str = "lakeflow lineage") -> str:
+    from lakeflow.lineage import render
+
+    if fmt == "html":
+        return render.html_page(doc, title)
+    return render.dot(doc) if fmt == "dot" else render.mermaid(doc)
+
+
+def _write_events(output: str, events) -> None:
+    """JSON Lines through openlineage-python's FileTransport (a regular file), else the same text."""
+    from lakeflow.lineage.openlineage import dumps, write_jsonl
+
+    path = Path(output)
+    if output == "-" or (path.exists() and not path.is_file()):
+        _write(output, dumps(events))
+    else:
+        write_jsonl(events, path)
+
+
+def view(args: argparse.Namespace) -> int:
+    """``lakeflow lineage view``: a saved harvest and/or the lineage store → html / dot / mermaid / json."""
+    import json
+
+    from lakeflow.lineage.emit_json import document, with_compaction_runs
+    from lakeflow.lineage.render import RenderError
+
+    try:
+        environ = _environment()
+        store_dir = args.lineage_dir or (None if args.harvest else _default_lineage_dir(environ))
+        if args.harvest is None and store_dir is None:
+            raise ValueError("nothing to draw: give --harvest FILE (a `lakeflow harvest --format json` output) "
+                             "or --lineage-dir DIR (set LINEAGE_DIR or LAKEFLOW_HOME to find the store)")
+        doc = None
+        if args.harvest is not None:
+            try:
+                doc = json.loads(args.harvest.read_text())
+            except OSError as exc:
+                raise ValueError(f"--harvest {args.harvest}: {exc.strerror}") from None
+            except ValueError as exc:
+                raise ValueError(f"--harvest {args.harvest}: not JSON ({exc})") from None
+            if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list) or not isinstance(doc.get("edges"), list):
+                raise ValueError(f"--harvest {args.harvest}: not a `lakeflow harvest --format json` document")
+        if store_dir is not None:
+            from lakeflow.lineage.graph import build
+            from lakeflow.lineage.spark import read_runs
+
+            if not store_dir.is_dir():
+                raise ValueError(f"--lineage-dir {store_dir}: no such directory")
+            stored = document(build([], read_runs(store_dir), vertex_granularity=False, rest_url=""))
+            doc = stored if doc is None else with_compaction_runs(doc, stored)
+        if args.format == "json":
+            text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+        else:
+            text = _picture(args.format, doc, args.title)
+        _write(args.output, text)
+        if args.output != "-":
+            print(f"wrote {args.output}", file=sys.stderr)
+        return 0
+    except (RenderError, ValueError, KeyError, TypeError) as exc:
+        print(f"lakeflow lineage view: {exc}", file=sys.stderr)
+        return 2
 
 
 def _write(output: str, text: str) -> None:

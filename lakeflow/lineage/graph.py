@@ -54,6 +54,7 @@ class SparkRun:
     outputs: tuple[DatasetId, ...]
     aliases: Mapping[DatasetId, tuple[DatasetId, ...]]
     properties: Mapping[str, str]
+    io: IOMetrics = IOMetrics()  # rows/bytes from the final event's input/output statistics facets
 
 
 @dataclass(frozen=True, order=True)
@@ -217,7 +218,7 @@ def build(flink_jobs: Iterable[FlinkJob], spark_runs: Iterable[SparkRun], *, ver
         state = run.event_type
         props = {**run.properties, "openlineage_namespace": run.namespace, "openlineage_name": run.name}
         runs.append(Run(SPARK, flow, run.run_id, run.name, state, RESULTS.get(state), "BATCH", run.start_ms,
-                        run.end_ms, 0, run.properties.get("error"), IOMetrics(), inputs, outputs, "",
+                        run.end_ms, 0, run.properties.get("error"), run.io, inputs, outputs, "",
                         tuple(sorted(props.items()))))
         jobs.append(JobLineage(SPARK, flow, run.run_id, state, inputs, outputs, (), (),
                                tuple(sorted((str(d), "declared") for d in inputs + outputs))))

@@ -1,90 +1,194 @@
-"""OpenLineage run events: the model lakeflow writes (compaction) and reads (harvester).
+"""OpenLineage run events, built with openlineage-python's model (events, datasets, facets) and
+written or sent through its transports.
 
-A lineage store is a directory of event files, one JSON ``RunEvent`` per file, named
-``<eventTime>-<runId>-<eventType>.json`` and written atomically (temp file + rename), so a reader
-never sees half an event. Spec: https://openlineage.io/spec/2-0-2/OpenLineage.json
+* The compaction writes its events into the lineage store through :class:`StoreTransport` (an
+  openlineage-python ``Transport``: one file per event, atomic; see :mod:`lakeflow.lineage.store`).
+* ``lakeflow harvest --format openlineage`` writes JSON Lines through the library's
+  ``FileTransport``; ``--openlineage-url`` posts each event through its ``HttpTransport`` (Marquez
+  ``/api/v1/lineage``, DataHub ``/openapi/openlineage/api/v1/lineage``).
+
+Events go to the transports directly, not through ``OpenLineageClient``: the client adds facets
+from its environment (``OPENLINEAGE__*`` variables, tags, git location), so what is sent would
+differ from what is written, and identical harvests would no longer give identical events.
+
+lakeflow's own facets (``lakeflow_run``, ``lakeflow_compaction``) are custom facets whose
+``_schemaURL`` names their JSON schema in ``docs/openlineage/``. Importing openlineage-python takes
+~0.5 s: only the commands that write or send events import this module.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
-import re
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+import attr
+from openlineage.client.event_v2 import Dataset, InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import (RunFacet, error_message_run, input_statistics_input_dataset,
+                                         job_type_job, output_statistics_output_dataset, symlinks_dataset)
+from openlineage.client.serde import Serde
+from openlineage.client.transport.file import FileConfig, FileTransport
+from openlineage.client.transport.transport import Transport
 
 from lakeflow import __version__
+from lakeflow.lineage import store
 from lakeflow.lineage.datasets import DatasetId
-
-log = logging.getLogger(__name__)
+from lakeflow.lineage.store import read_events  # noqa: F401  (the store's reader, re-exported)
 
 PRODUCER = f"https://github.com/lakeflow/lakeflow/tree/v{__version__}"
-SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
-FACET_SCHEMA = "https://openlineage.io/spec/facets/1-0-0/"
-EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER")
+FACETS_URL = f"{PRODUCER}/docs/openlineage"  # where lakeflow's custom facet schemas live
+EVENT_TYPES = tuple(s.value for s in RunState)
+
+DatasetLike = Union[Dataset, InputDataset, OutputDataset]
 
 
-def facet(name: str, **fields: Any) -> dict[str, Any]:
-    """An OpenLineage facet body with the required ``_producer`` / ``_schemaURL``."""
-    return {"_producer": PRODUCER, "_schemaURL": f"{FACET_SCHEMA}{name}.json", **fields}
+@attr.define
+class LakeflowRunFacet(RunFacet):
+    """A harvested run as lakeflow saw it: engine state, restarts and I/O counters."""
+
+    state: str
+    restarts: int
+    records_in: int
+    records_out: int
+    bytes_in: int
+    bytes_out: int
+    processingType: str  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"{FACETS_URL}/LakeflowRunFacet.json#/$defs/LakeflowRunFacet"
 
 
-def dataset(ds: DatasetId, facets: Optional[Mapping[str, Any]] = None,
-            aliases: Sequence[DatasetId] = ()) -> dict[str, Any]:
-    """A dataset entry; ``aliases`` (e.g. the Lakekeeper identity) go into the symlinks facet."""
+@attr.define
+class LakeflowCompactionRunFacet(RunFacet):
+    """The compaction report's figures (files, rows, bytes, quarantine, snapshot); the fields are
+    added from the report with ``with_additional_properties``."""
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"{FACETS_URL}/LakeflowCompactionRunFacet.json#/$defs/LakeflowCompactionRunFacet"
+
+
+def symlinks(aliases: Sequence[DatasetId]) -> symlinks_dataset.SymlinksDatasetFacet:
+    """Other names of a dataset (e.g. its Lakekeeper identity) as OpenLineage's symlinks facet."""
+    return symlinks_dataset.SymlinksDatasetFacet(
+        identifiers=[symlinks_dataset.Identifier(namespace=a.namespace, name=a.name, type="TABLE") for a in aliases],
+        producer=PRODUCER)
+
+
+def dataset(ds: DatasetId, facets: Optional[Mapping[str, Any]] = None, aliases: Sequence[DatasetId] = ()) -> Dataset:
+    """A dataset; ``aliases`` (e.g. the Lakekeeper identity) go into the symlinks facet."""
     all_facets = dict(facets or {})
     if aliases:
-        all_facets["symlinks"] = facet("SymlinksDatasetFacet", identifiers=[
-            {"namespace": a.namespace, "name": a.name, "type": "TABLE"} for a in aliases])
-    return {"namespace": ds.namespace, "name": ds.name, "facets": all_facets}
+        all_facets["symlinks"] = symlinks(aliases)
+    return Dataset(namespace=ds.namespace, name=ds.name, facets=all_facets)
+
+
+def input_dataset(ds: DatasetId, aliases: Sequence[DatasetId] = (), rows: Optional[int] = None,
+                  size: Optional[int] = None, files: Optional[int] = None) -> InputDataset:
+    """An input dataset, with the input statistics facet when figures are given."""
+    base = dataset(ds, aliases=aliases)
+    facets = {}
+    if (rows, size, files) != (None, None, None):
+        facets["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
+            rowCount=rows, size=size, fileCount=files, producer=PRODUCER)
+    return InputDataset(namespace=base.namespace, name=base.name, facets=base.facets, inputFacets=facets)
+
+
+def output_dataset(ds: DatasetId, aliases: Sequence[DatasetId] = (), rows: Optional[int] = None,
+                   size: Optional[int] = None, files: Optional[int] = None) -> OutputDataset:
+    """An output dataset, with the output statistics facet when figures are given."""
+    base = dataset(ds, aliases=aliases)
+    facets = {}
+    if (rows, size, files) != (None, None, None):
+        facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+            rowCount=rows, size=size, fileCount=files, producer=PRODUCER)
+    return OutputDataset(namespace=base.namespace, name=base.name, facets=base.facets, outputFacets=facets)
+
+
+def error_message(message: str, language: str) -> error_message_run.ErrorMessageRunFacet:
+    return error_message_run.ErrorMessageRunFacet(message=message, programmingLanguage=language, producer=PRODUCER)
+
+
+def job_type(processing_type: str, integration: str) -> job_type_job.JobTypeJobFacet:
+    return job_type_job.JobTypeJobFacet(processingType=processing_type, integration=integration, jobType="JOB",
+                                        producer=PRODUCER)
+
+
+def compaction_facet(figures: Mapping[str, Any]) -> RunFacet:
+    return LakeflowCompactionRunFacet(producer=PRODUCER).with_additional_properties(**figures)
 
 
 def run_event(event_type: str, *, run_id: str, job_namespace: str, job_name: str,
-              event_time: Optional[datetime] = None, inputs: Sequence[Mapping[str, Any]] = (),
-              outputs: Sequence[Mapping[str, Any]] = (), run_facets: Optional[Mapping[str, Any]] = None,
-              job_facets: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
-    """A RunEvent as a plain JSON-able dict."""
+              event_time: Optional[datetime] = None, inputs: Sequence[DatasetLike] = (),
+              outputs: Sequence[DatasetLike] = (), run_facets: Optional[Mapping[str, RunFacet]] = None,
+              job_facets: Optional[Mapping[str, Any]] = None) -> RunEvent:
+    """A RunEvent; plain datasets given as inputs/outputs become Input/OutputDatasets."""
     if event_type not in EVENT_TYPES:
         raise ValueError(f"event type {event_type!r}: expected one of {', '.join(EVENT_TYPES)}")
     when = (event_time or datetime.now(timezone.utc)).astimezone(timezone.utc)
-    return {
-        "eventType": event_type,
-        "eventTime": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "run": {"runId": run_id, "facets": dict(run_facets or {})},
-        "job": {"namespace": job_namespace, "name": job_name, "facets": dict(job_facets or {})},
-        "inputs": list(inputs),
-        "outputs": list(outputs),
-        "producer": PRODUCER,
-        "schemaURL": SCHEMA_URL,
-    }
+    return RunEvent(
+        eventType=RunState(event_type),
+        eventTime=when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        run=Run(runId=run_id, facets=dict(run_facets or {})),
+        job=Job(namespace=job_namespace, name=job_name, facets=dict(job_facets or {})),
+        inputs=[d if isinstance(d, InputDataset) else InputDataset(namespace=d.namespace, name=d.name,
+                                                                   facets=d.facets) for d in inputs],
+        outputs=[d if isinstance(d, OutputDataset) else OutputDataset(namespace=d.namespace, name=d.name,
+                                                                      facets=d.facets) for d in outputs],
+        producer=PRODUCER,
+    )
 
 
-def write_event(directory: Path, event: Mapping[str, Any]) -> Path:
-    """Write one event atomically into the lineage store; returns its path."""
-    directory.mkdir(parents=True, exist_ok=True)
-    stamp = re.sub(r"[^0-9TZ]", "", event["eventTime"])
-    path = directory / f"{stamp}-{event['run']['runId']}-{event['eventType']}.json"
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(event, f, sort_keys=True, indent=1)
-    os.replace(tmp, path)
-    return path
+def to_dict(event: RunEvent) -> dict[str, Any]:
+    """The event's JSON document, as the library serializes it (nulls dropped, enums as values)."""
+    return Serde.to_dict(event)
 
 
-def read_events(directory: Path) -> Iterator[dict[str, Any]]:
-    """Every readable event in the store, oldest first; unreadable files are logged and skipped."""
-    if not directory.is_dir():
-        return
-    for path in sorted(directory.glob("*.json")):
-        try:
-            event = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            log.warning("skipping unreadable lineage event %s: %s", path.name, exc)
-            continue
-        if isinstance(event, dict) and "run" in event and "job" in event:
-            yield event
-        else:
-            log.warning("skipping %s: not an OpenLineage run event", path.name)
+def to_json(event: RunEvent) -> str:
+    """One line of JSON, exactly as the library's transports write and send it."""
+    return Serde.to_json(event)
+
+
+class StoreTransport(Transport):
+    """An openlineage-python transport into lakeflow's lineage store (one file per event, atomic)."""
+
+    kind = "lakeflow_store"
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def emit(self, event: RunEvent) -> Path:  # type: ignore[override]
+        return store.write(self.directory, to_dict(event))
+
+
+def write_event(directory: Path, event: RunEvent) -> Path:
+    """Write one event into the lineage store; returns its path."""
+    return StoreTransport(directory).emit(event)
+
+
+def write_jsonl(events: Iterable[RunEvent], path: Path) -> None:
+    """The events as JSON Lines through the library's ``FileTransport`` (append mode), into a
+    temporary file renamed over ``path`` once complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    tmp.touch()  # an empty file even when there are no events
+    try:
+        transport = FileTransport(FileConfig(log_file_path=str(tmp), append=True))
+        for e in events:
+            transport.emit(e)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def dumps(events: Iterable[RunEvent]) -> str:
+    """The events as JSON Lines (what :func:`write_jsonl` writes)."""
+    return "".join(to_json(e) + "\n" for e in events)
+
+
+def loads(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -1,4 +1,5 @@
-"""Compaction runs from the lineage store: OpenLineage run events merged per run id."""
+"""Compaction runs from the lineage store: OpenLineage run events merged per run id (read as
+plain JSON: no OpenLineage library import on the harvest's path)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 from lakeflow.lineage.datasets import DatasetId
+from lakeflow.lineage.flink_rest import IOMetrics
 from lakeflow.lineage.graph import SparkRun
-from lakeflow.lineage.openlineage import read_events
+from lakeflow.lineage.store import read_events
 
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 
@@ -45,7 +47,34 @@ def _run(run_id: str, events: list[Mapping[str, Any]]) -> SparkRun:
             props["error"] = str(error["message"]).splitlines()[0][:500]
     return SparkRun(run_id=run_id, namespace=str(last["job"]["namespace"]), name=str(last["job"]["name"]),
                     event_type=str(last.get("eventType", "OTHER")), start_ms=start, end_ms=end,
-                    inputs=tuple(sorted(inputs)), outputs=tuple(sorted(outputs)), aliases=aliases, properties=props)
+                    inputs=tuple(sorted(inputs)), outputs=tuple(sorted(outputs)), aliases=aliases, properties=props,
+                    io=_io(events))
+
+
+def _io(events: list[Mapping[str, Any]]) -> IOMetrics:
+    """Rows and bytes in/out from the newest event carrying statistics facets (the final one)."""
+    for e in reversed(events):
+        rows_in = bytes_in = rows_out = bytes_out = 0
+        found = False
+        for key, facet_key, stats in (("inputs", "inputFacets", "inputStatistics"),
+                                      ("outputs", "outputFacets", "outputStatistics")):
+            for d in e.get(key) or ():
+                s = ((d.get(facet_key) or {}).get(stats) or {}) if isinstance(d, Mapping) else {}
+                if not isinstance(s, Mapping) or not s:
+                    continue
+                found = True
+                rows, size = _int(s.get("rowCount")), _int(s.get("size"))
+                if key == "inputs":
+                    rows_in, bytes_in = rows_in + rows, bytes_in + size
+                else:
+                    rows_out, bytes_out = rows_out + rows, bytes_out + size
+        if found:
+            return IOMetrics(rows_in, rows_out, bytes_in, bytes_out)
+    return IOMetrics()
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _ms(event: Mapping[str, Any]) -> Optional[int]:

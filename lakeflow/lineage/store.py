@@ -1,0 +1,47 @@
+"""The lineage store: a directory of OpenLineage run events, one JSON ``RunEvent`` per file.
+
+Files are named ``<eventTime>-<runId>-<eventType>.json`` and written atomically (temp file +
+rename), so a reader never sees half an event. This module reads and writes plain JSON only (no
+OpenLineage library import: ``lakeflow harvest`` reads the store and must start fast); events are
+built with openlineage-python in :mod:`lakeflow.lineage.openlineage`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+log = logging.getLogger(__name__)
+
+
+def write(directory: Path, event: Mapping[str, Any]) -> Path:
+    """Write one event (its JSON document) atomically into the store; returns its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = re.sub(r"[^0-9TZ]", "", str(event["eventTime"]))
+    path = directory / f"{stamp}-{event['run']['runId']}-{event['eventType']}.json"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(event, f, sort_keys=True, indent=1)
+    os.replace(tmp, path)
+    return path
+
+
+def read_events(directory: Path) -> Iterator[dict[str, Any]]:
+    """Every readable event in the store, oldest first; unreadable files are logged and skipped."""
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.glob("*.json")):
+        try:
+            event = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            log.warning("skipping unreadable lineage event %s: %s", path.name, exc)
+            continue
+        if isinstance(event, dict) and "run" in event and "job" in event:
+            yield event
+        else:
+            log.warning("skipping %s: not an OpenLineage run event", path.name)
