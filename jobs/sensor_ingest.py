@@ -24,6 +24,9 @@ from lakeflow.ingest.storage import configure_filesystems, require_filesystem  #
 from lakeflow.settings import SettingsError, load_settings  # noqa: E402
 
 
+log = logging.getLogger("lakeflow.ingest")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -44,10 +47,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from lakeflow.ingest import pipeline
         from lakeflow.ingest.progress import PartFiles
 
-        configure_filesystems(job.location, s3a.flink(), in_process=not pipeline.submitted_by_flink_cli())
+        in_process = not pipeline.submitted_by_flink_cli()
+        if in_process and s3a.expires_at and not job.bounded:
+            log.warning("this run writes %s with vended credentials that expire at %s and are not renewed "
+                        "in-process: for a run longer than that, use `lakeflow ingest cluster-up` and `flink "
+                        "run` (refreshing AWS profile; docs/ingestion.md)", job.location,
+                        s3a.expires_at.isoformat(timespec="seconds"))
+        configure_filesystems(job.location, s3a.flink(), in_process=in_process)
         env = pipeline.create_environment(job)
         pipeline.build(env, job)
-        summary = pipeline.execute(env, job, PartFiles(job.location, s3a))
+
+        def revend():  # the progress watcher's listing, for runs that outlive the credentials
+            fresh = catalog.load(settings.namespace, settings.table, vended=True)
+            return to_s3a(fresh.storage or VendedConfig(fresh.location), settings.s3_endpoint)
+
+        summary = pipeline.execute(env, job, PartFiles(job.location, s3a, refresh=revend))
     except (SettingsError, CatalogError, IngestError) as exc:
         print(f"sensor_ingest: {exc}", file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -19,4 +19,23 @@ def flink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlinkClu
     try:
         yield cluster
     finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def make_flink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., FlinkCluster]]:
+    """Factory for more clusters, each on free ports and stopped at teardown:
+    ``make_flink_cluster(conf=storage.conf, env=storage.env())`` starts one holding a table's
+    storage settings (:func:`lakeflow.ingest.storage.cluster_storage`, as ``lakeflow ingest cluster-up``)."""
+    started: list[FlinkCluster] = []
+
+    def make(**kwargs) -> FlinkCluster:
+        cluster = FlinkCluster(tmp_path_factory.mktemp("flink-cluster"), rest_port=free_port(),
+                               rpc_port=free_port(), **kwargs)
+        started.append(cluster)
+        cluster.start()
+        return cluster
+
+    yield make
+    for cluster in started:
         cluster.stop()

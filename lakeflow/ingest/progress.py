@@ -12,8 +12,9 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterator, Mapping, Optional
+from typing import Callable, Iterator, Mapping, Optional
 from urllib.parse import urlparse
 
 from lakeflow.credentials import S3ASettings
@@ -43,19 +44,43 @@ def records_in(data: bytes) -> int:
 
 
 class PartFiles:
-    """Lists a table location's part files (a local directory, or S3 through boto3)."""
+    """Lists a table location's part files (a local directory, or S3 through boto3).
 
-    def __init__(self, location: str, s3a: Optional[S3ASettings] = None) -> None:
+    On S3 it reads with ``s3a``'s credentials; ``refresh`` (e.g. a re-vend from the catalog) is
+    called for new ones before those expire — ``REFRESH_BEFORE`` ahead, or halfway through their
+    remaining lifetime when that is shorter — so a watcher of a run longer than the vended
+    credentials' lifetime keeps listing. A failed refresh is retried ``RETRY`` later."""
+
+    REFRESH_BEFORE = timedelta(minutes=5)
+    RETRY = timedelta(seconds=30)
+
+    def __init__(self, location: str, s3a: Optional[S3ASettings] = None,
+                 refresh: Optional[Callable[[], S3ASettings]] = None) -> None:
         self.location = location.rstrip("/")
         parsed = urlparse(self.location)
         self._s3 = parsed.scheme in ("s3", "s3a")
+        self._refresh = refresh
         if self._s3:
-            import boto3
-
             self._bucket, self._prefix = parsed.netloc, parsed.path.strip("/") + "/"
-            self._client = boto3.client("s3", **(s3a.boto3() if s3a else {}))
+            self._connect(s3a)
         else:
             self._dir = Path(parsed.path)
+
+    def _connect(self, s3a: Optional[S3ASettings]) -> None:
+        import boto3
+
+        self._client = boto3.client("s3", **(s3a.boto3() if s3a else {}))
+        expires_at = s3a.expires_at if s3a else None
+        now = datetime.now(timezone.utc)
+        self._refresh_at = (expires_at - min(self.REFRESH_BEFORE, max(expires_at - now, timedelta(0)) / 2)
+                            if expires_at and self._refresh else None)
+
+    def _s3_client(self):
+        now = datetime.now(timezone.utc)
+        if self._refresh and self._refresh_at and now >= self._refresh_at:
+            self._refresh_at = now + self.RETRY  # kept should the refresh fail
+            self._connect(self._refresh())
+        return self._client
 
     def scan(self, known: Mapping[str, PartFile] = {}) -> Listing:
         """Every part file now; readings are counted only in files not in ``known``."""
@@ -72,7 +97,7 @@ class PartFiles:
 
     def _entries(self) -> Iterator[tuple[str, int]]:
         if self._s3:
-            pages = self._client.get_paginator("list_objects_v2").paginate(
+            pages = self._s3_client().get_paginator("list_objects_v2").paginate(
                 Bucket=self._bucket, Prefix=self._prefix, Delimiter="/")
             for page in pages:
                 for obj in page.get("Contents", []):
@@ -84,7 +109,7 @@ class PartFiles:
 
     def _read(self, name: str) -> bytes:
         if self._s3:
-            return self._client.get_object(Bucket=self._bucket, Key=self._prefix + name)["Body"].read()
+            return self._s3_client().get_object(Bucket=self._bucket, Key=self._prefix + name)["Body"].read()
         return (self._dir / name).read_bytes()
 
 

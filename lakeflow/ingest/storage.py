@@ -82,10 +82,14 @@ def require_filesystem(location: str) -> None:
 def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: bool) -> None:
     """Give the TaskManagers that write an S3 ``location`` its ``fs.s3a.*`` settings: with an
     ``in_process`` MiniCluster, initialise this JVM's filesystems with them (and the plugins
-    folder); a cluster's TaskManagers have theirs from their config.yaml. Nothing for file://."""
+    folder). A cluster's TaskManagers have theirs from their config.yaml: under ``flink run``,
+    check that the cluster's configuration can write the table (:func:`check_cluster`) before
+    anything is submitted. Nothing for file://."""
     if urlparse(location).scheme not in S3_SCHEMES:
         return
     if not in_process:
+        conf, where = cluster_configuration()
+        check_cluster(location, s3a, conf, where)
         log.info("the cluster's TaskManagers write %s with the fs.s3a.* settings of their config.yaml "
                  "and the AWS profile in their environment (start the cluster with `lakeflow ingest "
                  "cluster-up`)", location)
@@ -98,6 +102,68 @@ def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: 
         conf.setString(key, value)
     plugins = jvm.org.apache.flink.core.plugin.PluginUtils.createPluginManagerFromRootFolder(conf)
     jvm.org.apache.flink.core.fs.FileSystem.initialize(conf, plugins)
+
+
+# Settings through which a Flink process's S3 filesystem gets credentials (Flink mirrors ``s3.*``
+# keys to ``fs.s3a.*``). Without any of them S3A falls back to its default chain (environment
+# variables, EC2/ECS instance roles): not the table's vended credentials.
+CREDENTIAL_SETTINGS = ("fs.s3a.aws.credentials.provider", "s3.aws.credentials.provider",
+                       "fs.s3a.access.key", "s3.access-key", "s3.access.key")
+ENDPOINT_SETTINGS = ("fs.s3a.endpoint", "s3.endpoint")
+
+
+def cluster_configuration() -> tuple[dict[str, str], str]:
+    """Under ``flink run``: the configuration of the cluster the job goes to — its JobManager's, read
+    from its REST API (``GET /v1/jobmanager/config``) — else, when that cannot be read, the ``flink``
+    client's own (its config.yaml and options); and a phrase naming where it came from."""
+    import requests
+    from pyflink.java_gateway import get_gateway
+
+    from lakeflow.http import HttpOptions, new_session
+
+    jvm = get_gateway().jvm
+    client = {str(k): str(v) for k, v in jvm.org.apache.flink.streaming.api.environment
+              .StreamExecutionEnvironment.getExecutionEnvironment().getConfiguration().toMap().items()}
+    if client.get("execution.target", "remote") != "remote":  # YARN, Kubernetes: their own config routes
+        return {}, ""
+    scheme = "https" if client.get("security.ssl.rest.enabled", "false").lower() == "true" else "http"
+    rest = (f"{scheme}://{client.get('rest.address', 'localhost')}:{client.get('rest.port', '8081')}"
+            f"{client.get('rest.path', '').rstrip('/')}")
+    try:
+        with new_session(HttpOptions(timeout=5, max_retries=0)) as http:
+            answer = http.get(f"{rest}/v1/jobmanager/config")
+            answer.raise_for_status()
+            return {str(e["key"]): str(e["value"]) for e in answer.json()}, f"the Flink cluster at {rest}"
+    except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
+        log.debug("cannot read the cluster's configuration from %s (%s): checking the client's", rest,
+                  type(exc).__name__)
+        return client, "the flink client's configuration (FLINK_CONF_DIR)"
+
+
+def _host(endpoint: str) -> str:
+    return urlparse(endpoint if "://" in endpoint else f"//{endpoint}").netloc.lower()
+
+
+def check_cluster(location: str, s3a: Mapping[str, str], conf: Mapping[str, str], where: str) -> None:
+    """Refuse to submit a job for an S3 ``location`` to a cluster whose configuration ``conf`` points
+    its S3 filesystem at another endpoint than the table's (``s3a``): its TaskManagers could not
+    write, and the job would fail only after every restart. A cluster that names no S3 credentials
+    gets a warning (S3A's default chain — environment, instance roles — may still work on AWS).
+    Nothing is checked when ``conf`` is empty (a YARN or Kubernetes target)."""
+    if not conf:
+        return
+    fix = ("start the cluster with `lakeflow ingest cluster-up` (keyless fs.s3a.* settings in its config.yaml, "
+           "the table's refreshing AWS profile in its environment; docs/ingestion.md), or give its "
+           "config.yaml and TaskManagers what `lakeflow aws-profile` prints")
+    wanted = s3a.get("fs.s3a.endpoint")
+    have = next((conf[k] for k in ENDPOINT_SETTINGS if conf.get(k)), None)
+    if wanted and (have is None or _host(have) != _host(wanted)):
+        raise IngestError(f"{where} cannot write {location}: its S3 endpoint is "
+                          f"{have or 'not set (AWS S3)'}, the table's is {wanted}; {fix}")
+    if not any(conf.get(k) for k in CREDENTIAL_SETTINGS):
+        log.warning("%s names no S3 credentials for %s (no fs.s3a.aws.credentials.provider or keys): its "
+                    "TaskManagers will use S3A's default chain, not the table's vended credentials; "
+                    "if writes are refused, %s", where, location, fix)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from tests.chaos.tm_kill import tm_kill
 
 SCENARIOS: dict[str, Callable[[Path], Result]] = {
     "tm-kill": tm_kill,
+    "tm-kill-s3": lambda workdir: tm_kill(workdir, s3=True),
     "compact-kill": compact_kill,
     "two-compactors": two_compactors,
     "bad-files": bad_files,

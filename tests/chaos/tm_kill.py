@@ -5,6 +5,10 @@ by (``run_id``, ``seq``): nothing lost, nothing twice, every visible part file o
 The job is submitted as users submit it (``flink run -py jobs/sensor_ingest.py`` with the packaged
 jar and ``lakeflow.zip``), on the embedded local catalog. Between kills the scenario waits until the
 JobManager has noticed the loss and the job runs again, then waits a random 0.5–3 s.
+
+``tm-kill-s3``: the same on S3 (a Lakekeeper stand-in whose warehouse is on moto with IAM enforced,
+the cluster set up as ``lakeflow ingest cluster-up`` does): the objects are read from moto, and the
+multipart uploads the killed writers left open are counted (``open_uploads``).
 """
 
 from __future__ import annotations
@@ -15,13 +19,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Iterable, Optional
 
 import requests
 
 from lakeflow.flink_cluster import FlinkCluster, flink_home
-from tests.chaos.common import REPO, Result, local_env, progress, tail, timed
+from tests.chaos.common import REPO, Result, local_env, moto_server, progress, tail, timed
+from tests.fixtures_lakekeeper import env_for, start_lakekeeper
 from tests.fixtures_servers import free_port
+from tests.lakekeeper_standin import S3Account
 
 JOB = REPO / "jobs" / "sensor_ingest.py"
 JAR, PACKAGE = REPO / "build" / "lakeflow-flink.jar", REPO / "build" / "lakeflow.zip"
@@ -64,16 +70,18 @@ def _submitted(rest: str, proc: subprocess.Popen, timeout: float = 180) -> str:
     raise RuntimeError("the job was not submitted (flink run ended or took too long)")
 
 
-def count_committed(table_dir: Path, records: int) -> dict[str, int]:
-    """Read every visible part file: (run_id, seq) pairs, files that are not one JSON array."""
+def count_parts(entries: Iterable[tuple[str, Callable[[], bytes]]], records: int) -> dict[str, int]:
+    """Read every visible part file of ``entries`` (name, how to read it): (run_id, seq) pairs,
+    files that are not one JSON array, hidden leftovers (``.``/``_`` names, never read)."""
     keys: list[tuple[str, int]] = []
-    partial = files = 0
-    for path in sorted(table_dir.iterdir()) if table_dir.is_dir() else []:
-        if path.name.startswith((".", "_")) or not path.is_file():
-            continue  # in-progress files are hidden until their checkpoint commits them
+    partial = files = hidden = 0
+    for name, read in sorted(entries, key=lambda e: e[0]):
+        if name.startswith((".", "_")):
+            hidden += name.startswith(".")  # in-progress files are hidden until their checkpoint commits them
+            continue
         files += 1
         try:
-            content = json.loads(path.read_text())
+            content = json.loads(read())
             if not isinstance(content, list):
                 raise ValueError("not an array")
         except ValueError:
@@ -83,63 +91,172 @@ def count_committed(table_dir: Path, records: int) -> dict[str, int]:
     unique = set(keys)
     run_ids = {k[0] for k in unique}
     expected = {(r, s) for r in run_ids for s in range(records)} if len(run_ids) == 1 else set()
-    hidden = sum(1 for p in table_dir.iterdir() if p.name.startswith(".")) if table_dir.is_dir() else 0
     return {"files": files, "committed": len(keys), "runs": len(run_ids),
             "lost": len(expected - unique) if len(run_ids) == 1 else records,
             "duplicated": len(keys) - len(unique), "partial": partial, "unexpected": len(unique - expected),
             "hidden_leftovers": hidden}
 
 
+def count_committed(table_dir: Path, records: int) -> dict[str, int]:
+    """:func:`count_parts` over the files of a local table directory."""
+    entries = [(p.name, p.read_bytes) for p in sorted(table_dir.iterdir()) if p.is_file()] \
+        if table_dir.is_dir() else []
+    return count_parts(entries, records)
+
+
+def count_committed_s3(s3, location: str, records: int) -> dict[str, int]:
+    """:func:`count_parts` over the objects under an ``s3://bucket/prefix`` location, read from S3
+    (``s3``: a boto3 client allowed to list and read there), plus ``open_uploads``: multipart
+    uploads under the prefix never completed nor aborted (what a killed writer had open)."""
+    bucket, _, prefix = location.removeprefix("s3://").partition("/")
+    prefix = prefix.strip("/") + "/"
+    entries = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            key = obj["Key"]
+            entries.append((key[len(prefix):], lambda key=key: s3.get_object(Bucket=bucket, Key=key)["Body"].read()))
+    counts = count_parts(entries, records)
+    # hidden objects of any kind: the recoverable writer's "_…_tmp_…" pieces, ".…inprogress…" names
+    counts["hidden_leftovers"] = sum(1 for name, _ in entries if name.startswith((".", "_")))
+    uploads = s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
+    counts["open_uploads"] = len(uploads)
+    return counts
+
+
+def _kill_during_run(result: Result, cluster: FlinkCluster, env: dict[str, str], workdir: Path, *,
+                     kills: int, rnd: random.Random) -> tuple[str, int, int]:
+    """``flink run`` of the packaged job on ``cluster``; its TaskManager SIGKILLed ``kills`` times
+    while the job runs (a new one started each time). Checks the run ended well; (job id, kills)."""
+    env.pop("PYTHONPATH", None)  # lakeflow reaches the cluster as users ship it: -pyfs lakeflow.zip
+    py = sys.executable
+    log = workdir / "flink-run.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(flink_home() / "bin" / "flink"), "run", "-pyclientexec", py,
+                                 "-pyexec", py, "-pyfs", str(PACKAGE), "-py", str(JOB), "--parallelism", "2"],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
+    try:
+        rest = cluster.rest_url
+        job_id = _submitted(rest, proc)
+        done = 0
+        while done < kills:
+            job = _wait(rest, job_id, _running, 240, "running")
+            if job.get("state") in ENDED:
+                result.problems.append(f"the job ended ({job.get('state')}) after {done} kills: "
+                                       "raise NUM_RECORDS for this scenario")
+                break
+            time.sleep(rnd.uniform(0.5, 3.0))
+            pid = cluster.kill_taskmanager()
+            done += 1
+            cluster.start_taskmanager()
+            progress(result.name, f"kill {done}/{kills}: TaskManager {pid} SIGKILLed, a new one started")
+            _wait(rest, job_id, lambda j: not _running(j), 60, "noticed the lost TaskManager")
+        code = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    final = _job(rest, job_id)
+    failures = requests.get(f"{rest}/v1/jobs/{job_id}/exceptions", timeout=10).json()
+    result.check(code == 0, f"flink run exited {code}: {tail(log.read_text(), 4)}")
+    result.check(final.get("state") == "FINISHED", f"job state {final.get('state')}")
+    result.check(done == kills, f"only {done} of {kills} kills happened")
+    return job_id, done, len(failures.get("exceptionHistory", {}).get("entries", []))
+
+
+def _check_counts(result: Result, counts: dict[str, int], records: int, done: int, failures_seen: int) -> None:
+    result.counts.update(kills=done, records=records, committed=counts["committed"], lost=counts["lost"],
+                         duplicated=counts["duplicated"], partial=counts["partial"], files=counts["files"],
+                         failures_seen=failures_seen, hidden_leftovers=counts["hidden_leftovers"])
+    result.check(counts["runs"] == 1 and counts["unexpected"] == 0,
+                 f"{counts['runs']} run ids, {counts['unexpected']} readings outside 0..{records - 1}")
+
+
+def _job_env(cluster: FlinkCluster, home: Path, records: int, batch: int, interval_ms: int,
+             **extra: str) -> dict[str, str]:
+    return {**cluster.env(), **local_env(home, NUM_SENSORS="5", NUM_RECORDS=str(records), BATCH_SIZE=str(batch),
+                                         BATCH_INTERVAL_MS=str(interval_ms)), "LAKEFLOW_JAR": str(JAR), **extra}
+
+
+def _require_package() -> None:
+    if not (JAR.is_file() and PACKAGE.is_file()):
+        raise RuntimeError(f"{JAR.name} / {PACKAGE.name} missing: run `make package` first")
+
+
 def tm_kill(workdir: Path, *, kills: int = 10, records: int = 7500, batch: int = 150, interval_ms: int = 1000,
-            seed: Optional[int] = None) -> Result:
+            seed: Optional[int] = None, s3: bool = False) -> Result:
+    """``tm-kill`` on the embedded local catalog (``file://``), or with ``s3`` ``tm-kill-s3``."""
+    if s3:
+        return tm_kill_s3(workdir, kills=kills, records=records, batch=batch, interval_ms=interval_ms, seed=seed)
     result = Result("tm-kill", zeros=("lost", "duplicated", "partial"))
     rnd = random.Random(seed)
     with timed(result):
-        if not (JAR.is_file() and PACKAGE.is_file()):
-            raise RuntimeError(f"{JAR.name} / {PACKAGE.name} missing: run `make package` first")
+        _require_package()
         cluster = FlinkCluster(workdir / "cluster", rest_port=free_port(), rpc_port=free_port(), conf=HEARTBEATS)
         cluster.start()
-        home = workdir / "home"
-        env = {**cluster.env(), **local_env(home, NUM_SENSORS="5", NUM_RECORDS=str(records), BATCH_SIZE=str(batch),
-                                            BATCH_INTERVAL_MS=str(interval_ms)), "LAKEFLOW_JAR": str(JAR)}
-        env.pop("PYTHONPATH")  # lakeflow reaches the cluster as users ship it: -pyfs lakeflow.zip
-        py = sys.executable
-        log = workdir / "flink-run.log"
         try:
-            with open(log, "w") as out:
-                proc = subprocess.Popen([str(flink_home() / "bin" / "flink"), "run", "-pyclientexec", py,
-                                         "-pyexec", py, "-pyfs", str(PACKAGE), "-py", str(JOB), "--parallelism", "2"],
-                                        env=env, stdout=out, stderr=subprocess.STDOUT, cwd=workdir)
-            rest = cluster.rest_url
-            job_id = _submitted(rest, proc)
-            done = 0
-            while done < kills:
-                job = _wait(rest, job_id, _running, 240, "running")
-                if job.get("state") in ENDED:
-                    result.problems.append(f"the job ended ({job.get('state')}) after {done} kills: "
-                                           "raise NUM_RECORDS for this scenario")
-                    break
-                time.sleep(rnd.uniform(0.5, 3.0))
-                pid = cluster.kill_taskmanager()
-                done += 1
-                cluster.start_taskmanager()
-                progress(result.name, f"kill {done}/{kills}: TaskManager {pid} SIGKILLed, a new one started")
-                _wait(rest, job_id, lambda j: not _running(j), 60, "noticed the lost TaskManager")
-            code = proc.wait(timeout=600)
-            final = _job(rest, job_id)
-            failures = requests.get(f"{rest}/v1/jobs/{job_id}/exceptions", timeout=10).json()
-            result.check(code == 0, f"flink run exited {code}: {tail(log.read_text(), 4)}")
-            result.check(final.get("state") == "FINISHED", f"job state {final.get('state')}")
+            home = workdir / "home"
+            env = _job_env(cluster, home, records, batch, interval_ms)
+            _, done, failures_seen = _kill_during_run(result, cluster, env, workdir, kills=kills, rnd=rnd)
             counts = count_committed(home / "warehouse" / "iot" / "sensor-readings", records)
-            result.counts.update(kills=done, records=records, committed=counts["committed"], lost=counts["lost"],
-                                 duplicated=counts["duplicated"], partial=counts["partial"], files=counts["files"],
-                                 failures_seen=len(failures.get("exceptionHistory", {}).get("entries", [])),
-                                 hidden_leftovers=counts["hidden_leftovers"])
-            result.check(done == kills, f"only {done} of {kills} kills happened")
-            result.check(counts["runs"] == 1 and counts["unexpected"] == 0,
-                         f"{counts['runs']} run ids, {counts['unexpected']} readings outside 0..{records - 1}")
+            _check_counts(result, counts, records, done, failures_seen)
         finally:
-            if "proc" in locals() and proc.poll() is None:
-                proc.kill()
             cluster.stop()
+    return result
+
+
+# moto with IAM enforced: its first calls (unauthenticated) create Lakekeeper's own IAM user.
+_STRICT_BOOTSTRAP_CALLS = 3
+
+
+def _strict_account(moto) -> S3Account:
+    """Lakekeeper's storage credential on an IAM-enforcing moto (as the ``moto_strict`` fixture)."""
+    iam = moto.client("iam")
+    iam.create_user(UserName="lakekeeper")
+    iam.put_user_policy(UserName="lakekeeper", PolicyName="all", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+    key = iam.create_access_key(UserName="lakekeeper")["AccessKey"]
+    return S3Account(moto.url, moto.region, key["AccessKeyId"], key["SecretAccessKey"])
+
+
+def tm_kill_s3(workdir: Path, *, kills: int = 10, records: int = 7500, batch: int = 150, interval_ms: int = 1000,
+               seed: Optional[int] = None) -> Result:
+    """``tm-kill`` on S3: a Lakekeeper stand-in whose warehouse is on moto with IAM enforced, the
+    cluster set up as ``lakeflow ingest cluster-up`` sets it up (keyless ``fs.s3a.*``, the table's
+    refreshing AWS profile in the daemons' environment); the objects counted from moto, and the
+    multipart uploads left open."""
+    from lakeflow.ingest.storage import cluster_storage
+    from lakeflow.settings import load_settings
+
+    result = Result("tm-kill-s3", zeros=("lost", "duplicated", "partial", "hidden_leftovers"))
+    rnd = random.Random(seed)
+    with timed(result):
+        _require_package()
+        with moto_server(workdir / "moto", strict_bootstrap_calls=_STRICT_BOOTSTRAP_CALLS) as moto:
+            account = _strict_account(moto)
+            lakekeeper = start_lakekeeper(account)
+            cluster = None
+            try:
+                home = workdir / "home"
+                catalog_env = env_for(lakekeeper, LAKEFLOW_HOME=str(home))
+                storage = cluster_storage(load_settings(catalog_env), home / "aws")  # as `lakeflow ingest cluster-up`
+                location = storage.handle.location
+                progress(result.name, f"table at {location}; cluster with AWS profile "
+                                      f"{storage.profile.name if storage.profile else None}")
+                cluster = FlinkCluster(workdir / "cluster", rest_port=free_port(), rpc_port=free_port(),
+                                       conf={**HEARTBEATS, **storage.conf}, env=storage.env())
+                cluster.start()
+                env = _job_env(cluster, home, records, batch, interval_ms, **catalog_env)
+                _, done, failures_seen = _kill_during_run(result, cluster, env, workdir, kills=kills, rnd=rnd)
+                counts = count_committed_s3(account.client("s3"), location, records)
+                _check_counts(result, counts, records, done, failures_seen)
+                result.counts.update(open_uploads=counts["open_uploads"],
+                                     credential_calls=len(lakekeeper.calls("GET", "/credentials")))
+                output = (workdir / "flink-run.log").read_text()
+                result.check(f"→ {location}" in output and "s3a://" not in output,
+                             "the run's output does not name the table's s3:// location")
+                leaked = [s for s in (lakekeeper.token, *lakekeeper.vended_secrets) if s in output]
+                result.check(not leaked, "a secret appeared in the output of flink run")
+            finally:
+                if cluster is not None:
+                    cluster.stop()
+                lakekeeper.stop()
     return result
