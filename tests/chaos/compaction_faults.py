@@ -205,6 +205,11 @@ def two_compactors(workdir: Path, *, rounds: int = 10, batch_rows: int = 120, pe
         b = shared_home(workdir, a)
         for home in (a, b):
             home.env["COMPACT_ENGINE"] = "arrow"
+        # the Iceberg table is created once, before the rounds: host B's warehouse folder is a symlink
+        # to A's (the simulation's shared storage), where pyarrow refuses to create folders
+        created = subprocess.run([sys.executable, "-m", "lakeflow.cli", "compact"], env=a.env, cwd=a.home,
+                                 capture_output=True, text=True, timeout=600)
+        result.check(created.returncode == 0, f"creating the table: exit {created.returncode}: {tail(created.stderr, 3)}")
         sent: list[dict] = []
         outcomes: dict[str, int] = {}
         deleted: set[str] = set()
