@@ -12,4 +12,5 @@ pytest_plugins = [
     "tests.fixtures_compaction",
     "tests.s3_expiry_proxy",
     "tests.iceberg_rest",
+    "tests.lakehouse",
 ]

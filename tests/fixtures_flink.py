@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
 from lakeflow.flink_cluster import FlinkCluster
 from tests.fixtures_servers import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def packaged_job_args(*job_args: str) -> list[str]:
+    """The documented ``flink run`` arguments for the packaged ingestion job (``make package``)."""
+    py = sys.executable
+    return ["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "build" / "lakeflow.zip"),
+            "-py", str(ROOT / "jobs" / "sensor_ingest.py"), *job_args]
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """The compaction on S3 with IAM enforced, each engine run as the product runs it: ``lakeflow compact
 --engine arrow|spark`` against ``LAKEKEEPER`` = one URL that serves both catalogs, everything on one
-moto server that checks every signature, key and IAM policy (``moto_iam``).
+moto server that checks every signature, key and IAM policy (``moto_iam``; assembled by
+tests/lakehouse.py).
 
 - ``/lakekeeper/v1``: the Lakekeeper stand-in (generic tables), vending STS credentials of a role
   allowed only the raw table's prefix;
@@ -21,11 +22,8 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import re
 import subprocess
 import sys
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -34,9 +32,7 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import requests
 from botocore.exceptions import ClientError
-from werkzeug.wrappers import Request, Response
 
 from lakeflow.catalog import open_catalog
 from lakeflow.compaction.commit import iceberg_catalog
@@ -44,95 +40,15 @@ from lakeflow.compaction.commands import spark_options, submit_env
 from lakeflow.credentials import VendedConfig, to_s3a
 from lakeflow.settings import load_settings
 from tests.fixtures_compaction import REPO, json_array, readings
-from tests.fixtures_lakekeeper import NAMESPACE, WAREHOUSE_NAME, env_for
-from tests.fixtures_servers import MotoServer, run_moto
-from tests.iceberg_rest import IcebergRestServer, ensure_server_jars, run_iceberg_rest
-from tests.lakekeeper_standin import ApiError, LakekeeperStandin, S3Account, Table, _error
+from tests.fixtures_lakekeeper import NAMESPACE
+from tests.iceberg_rest import IcebergRestServer
+from tests.lakehouse import LAKEFLOW, TARGET, LakekeeperWithIceberg, lakehouse_catalogs
+from tests.lakekeeper_standin import S3Account
 
 pytestmark = pytest.mark.slow
 
-LAKEFLOW = str(Path(sys.executable).parent / "lakeflow")
-DAY = 1763683200000
-TARGET = "sensor-readings-compacted"
 JOB_FLAGS = ["--delete-source", "--delete-min-age", "0s", "--move-quarantined"]
-# load-table (GET …/tables/{t}) and create-table (POST …/tables) answers: LoadTableResult
-_LOAD_OR_CREATE = re.compile(r"^/catalog/v1/[^/]+/namespaces/([^/]+)/tables(?:/([^/]+))?$")
-_OWN_KEYS = ("s3.access-key-id", "s3.secret-access-key", "s3.session-token")
-
-
-class LakekeeperWithIceberg(LakekeeperStandin):
-    """The stand-in with an Iceberg REST catalog at ``/catalog``: Iceberg's REST server (metadata,
-    commits, conflicts) behind Lakekeeper's front — the bearer token checked, and a table's storage
-    access vended as Lakekeeper vends it (``_config_keys``, ``_vend``: STS, role per table location)."""
-
-    iceberg_url = ""
-
-    def __call__(self, environ: dict, start_response: Callable) -> Any:
-        request = Request(environ)
-        if not (self.iceberg_url and request.path.startswith("/catalog/")):
-            return super().__call__(environ, start_response)
-        body = request.get_data(cache=True)
-        try:
-            self._authenticate(request)
-            response = self._forward(request, body)
-        except ApiError as exc:
-            response = _error(exc.code, exc.type, exc.message)
-        self._record(request, body, response.status_code)
-        return response(environ, start_response)
-
-    def _forward(self, request: Request, body: bytes) -> Response:
-        raw = request.environ.get("RAW_URI") or request.environ.get("REQUEST_URI") or request.full_path
-        headers = {k: v for k, v in request.headers.items()
-                   if k.lower() not in ("host", "content-length", "authorization", "connection")}
-        answer = requests.request(request.method, self.iceberg_url + raw, headers=headers, data=body, timeout=30)
-        route = _LOAD_OR_CREATE.match(request.path)
-        load = route is not None and request.method == "GET" and route.group(2) is not None
-        create = route is not None and request.method == "POST" and route.group(2) is None
-        if not (load or create) or answer.status_code != 200:
-            return Response(answer.content, status=answer.status_code,
-                            content_type=answer.headers.get("Content-Type", "application/json"))
-        result = answer.json()
-        assert self.warehouse is not None
-        wh, meta = self.warehouse, result["metadata"]
-        config = {k: v for k, v in (result.get("config") or {}).items() if k not in _OWN_KEYS}
-        config.update(self._config_keys(wh))
-        result.pop("storage-credentials", None)
-        if "vended-credentials" in request.headers.get("X-Iceberg-Access-Delegation", ""):
-            namespace = tuple(route.group(1).split("\x1f"))
-            name = route.group(2) if load else json.loads(body)["name"]
-            table = Table(meta["table-uuid"], namespace, name, "iceberg", meta["location"])
-            cred = self._vend(wh, table)
-            config.update({k: v for k, v in cred["config"].items() if "expir" not in k})
-            result["storage-credentials"] = [cred]
-            with self._lock:
-                wh.iceberg_tables.add((namespace, table.name))
-        result["config"] = config
-        return Response(json.dumps(result), status=200, content_type="application/json")
-
-
-def catalog_key(admin: S3Account, bucket: str, prefix: str) -> tuple[str, str]:
-    """The Iceberg catalog's own storage credential: an IAM user allowed S3 under ``bucket/prefix/``."""
-    iam, user = admin.client("iam"), f"iceberg-rest-{uuid.uuid4().hex[:8]}"
-    iam.create_user(UserName=user)
-    iam.put_user_policy(UserName=user, PolicyName="warehouse", PolicyDocument=json.dumps(
-        {"Version": "2012-10-17",
-         "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": [f"arn:aws:s3:::{bucket}/{prefix}/*"]},
-                       {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": [f"arn:aws:s3:::{bucket}"]}]}))
-    key = iam.create_access_key(UserName=user)["AccessKey"]
-    return key["AccessKeyId"], key["SecretAccessKey"]
-
-
-@pytest.fixture(scope="module")
-def moto_iam(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Account]:
-    """moto with signatures and IAM policies enforced (as ``moto_strict``), DeleteObjects authorised per
-    key as AWS does (tests/moto_server_main.py); yields Lakekeeper's own storage credential (IAM user)."""
-    with run_moto(tmp_path_factory.mktemp("moto-iam"), strict_bootstrap_calls=3) as moto:
-        iam = moto.client("iam")                         # the 3 unauthenticated bootstrap calls
-        iam.create_user(UserName="lakekeeper")
-        iam.put_user_policy(UserName="lakekeeper", PolicyName="all", PolicyDocument=json.dumps(
-            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
-        key = iam.create_access_key(UserName="lakekeeper")["AccessKey"]
-        yield S3Account(moto.url, moto.region, key["AccessKeyId"], key["SecretAccessKey"])
+DAY = 1763683200000
 
 
 @dataclass
@@ -186,37 +102,24 @@ class Lakehouse:
 def lakehouse(moto_iam: S3Account, tmp_path: Path) -> Iterator[Lakehouse]:
     """The raw table (registered through lakeflow) with 120 readings in 6 committed part files (an
     hourly folder), a truncated one and an in-progress one, written with its vended credentials."""
-    ensure_server_jars()
-    standin = LakekeeperWithIceberg(moto_iam).start()
-    try:
-        wh = standin.add_warehouse(WAREHOUSE_NAME)
-        standin.create_namespace(NAMESPACE)
-        access_key, secret_key = catalog_key(moto_iam, wh.bucket, wh.key_prefix)
-        with run_iceberg_rest(MotoServer(moto_iam.endpoint, moto_iam.region), access_key, secret_key, wh.base,
-                              tmp_path / "iceberg-rest", prefix=wh.id) as server:
-            standin.iceberg_url = server.url
-            home = tmp_path / "home"
-            env = {**{k: v for k, v in os.environ.items()
-                      if not k.startswith(("LAKEFLOW_", "COMPACT_", "OAUTH_", "AWS_", "LAKEKEEPER", "TOKEN"))},
-                   **env_for(standin), "LAKEFLOW_HOME": str(home)}
-            settings = load_settings(env)
-            handle = open_catalog(settings).register(settings.namespace, settings.table)
-            vended = open_catalog(settings).load(settings.namespace, settings.table, vended=True).storage.merged()
-            assert handle.location.startswith(f"{wh.base}/") and vended.get("s3.session-token")
-            bucket, prefix = handle.location.removeprefix("s3://").split("/", 1)
+    with lakehouse_catalogs(moto_iam, tmp_path) as catalogs:
+        standin, server, env, home = catalogs.standin, catalogs.iceberg, catalogs.env, catalogs.home
+        settings = load_settings(env)
+        handle = open_catalog(settings).register(settings.namespace, settings.table)
+        vended = open_catalog(settings).load(settings.namespace, settings.table, vended=True).storage.merged()
+        wh = standin.warehouse
+        assert handle.location.startswith(f"{wh.base}/") and vended.get("s3.session-token")
+        bucket, prefix = handle.location.removeprefix("s3://").split("/", 1)
 
-            writer = boto3.client("s3", **to_s3a(VendedConfig(handle.location, vended)).boto3())  # as Flink writes
-            rows = readings("run-s3", 120, start_ms=DAY + 3_600_000, step_ms=30_000, seed=7)
-            for n in range(0, 120, 20):
-                writer.put_object(Bucket=bucket, Key=f"{prefix}/2025-11-21--01/part-s3-{n % 2}-{n // 20}.json",
-                                  Body=json_array(rows[n:n + 20]).encode())
-            writer.put_object(Bucket=bucket, Key=f"{prefix}/part-s3-0-99.json", Body=b'[{"sensor_id": "x", ')
-            writer.put_object(Bucket=bucket, Key=f"{prefix}/.part-s3-1-9.json.inprogress.0a1b", Body=b"[")
-            yield Lakehouse(standin=standin, iceberg=server, admin=moto_iam, env=env, location=handle.location,
-                            vended=vended, bucket=bucket, prefix=prefix, home=home)
-    finally:
-        standin.stop()
-    assert not standin.violations, "OpenAPI contract violations:\n" + "\n".join(standin.violations)
+        writer = boto3.client("s3", **to_s3a(VendedConfig(handle.location, vended)).boto3())  # as Flink writes
+        rows = readings("run-s3", 120, start_ms=DAY + 3_600_000, step_ms=30_000, seed=7)
+        for n in range(0, 120, 20):
+            writer.put_object(Bucket=bucket, Key=f"{prefix}/2025-11-21--01/part-s3-{n % 2}-{n // 20}.json",
+                              Body=json_array(rows[n:n + 20]).encode())
+        writer.put_object(Bucket=bucket, Key=f"{prefix}/part-s3-0-99.json", Body=b'[{"sensor_id": "x", ')
+        writer.put_object(Bucket=bucket, Key=f"{prefix}/.part-s3-1-9.json.inprogress.0a1b", Body=b"[")
+        yield Lakehouse(standin=standin, iceberg=server, admin=moto_iam, env=env, location=handle.location,
+                        vended=vended, bucket=bucket, prefix=prefix, home=home)
 
 
 def _client(props: dict, location: str):

@@ -19,6 +19,7 @@ import requests
 
 from lakeflow.ingest import sensors
 from lakeflow.lineage import datasets
+from tests.fixtures_flink import packaged_job_args
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "jobs" / "sensor_ingest.py"
@@ -101,12 +102,6 @@ def test_local_run_commits_every_reading_once(local_run: Run) -> None:
     assert (local_run.home / "log").is_dir()  # FLINK_LOG_DIR under LAKEFLOW_HOME
 
 
-def flink_run() -> list[str]:
-    """The documented ``flink run`` arguments for the packaged job (``make package``)."""
-    py = str(Path(sys.executable))
-    return ["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "build" / "lakeflow.zip"), "-py", str(JOB)]
-
-
 def packaged_job_env(home: Path, **extra: str) -> dict[str, str]:
     return {**job_env(home, **extra), "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar")}
 
@@ -117,7 +112,7 @@ def cluster_run(flink_cluster, tmp_path_factory: pytest.TempPathFactory) -> Run:
     home = tmp_path_factory.mktemp("ingest-cluster")
     started = time.time()
     subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
-    proc = flink_cluster.flink(flink_run(), env=packaged_job_env(home), timeout=300)
+    proc = flink_cluster.flink(packaged_job_args(), env=packaged_job_env(home), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return Run(home, proc.stdout, proc.stderr, started)
 
@@ -150,7 +145,7 @@ def test_a_taskmanager_crash_loses_and_duplicates_nothing(cluster_run: Run, flin
 
     home, records = tmp_path_factory.mktemp("ingest-recovery"), 3_000
     env = {**flink_cluster.env(), **packaged_job_env(home, NUM_RECORDS=str(records), BATCH_SIZE="150")}
-    proc = subprocess.Popen([str(flink_home() / "bin" / "flink"), *flink_run()], env=env,
+    proc = subprocess.Popen([str(flink_home() / "bin" / "flink"), *packaged_job_args()], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     run = Run(home, "", "", time.time())
     try:

@@ -37,6 +37,7 @@ from lakeflow.ingest import sensors
 from lakeflow.ingest.storage import cluster_storage
 from lakeflow.lineage import datasets
 from tests.fixtures_lakekeeper import env_for, settings_for
+from tests.fixtures_flink import packaged_job_args
 from tests.fixtures_servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,12 +62,6 @@ def job_env(lakekeeper, home: Path, **extra: str) -> dict[str, str]:
     return {**base, **env_for(lakekeeper, LAKEFLOW_HOME=str(home)), "NUM_SENSORS": str(NUM_SENSORS),
             "NUM_RECORDS": str(NUM_RECORDS), "BATCH_SIZE": "250", "BATCH_INTERVAL_MS": "400",
             "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar"), **extra}
-
-
-def flink_run_args() -> list[str]:
-    py = sys.executable
-    return ["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "build" / "lakeflow.zip"),
-            "-py", str(JOB), "--parallelism", "2"]
 
 
 def table_location(lakekeeper) -> str:
@@ -200,7 +195,7 @@ def test_flink_run_on_a_cluster_holding_the_tables_settings(make_lakekeeper, mot
     storage = cluster_storage(settings, tmp_path / "aws")  # what `lakeflow ingest cluster-up` starts with
     location = storage.handle.location
     cluster = make_flink_cluster(conf=storage.conf, env=storage.env())
-    done = cluster.flink(flink_run_args(), env=job_env(lakekeeper, tmp_path), timeout=300)
+    done = cluster.flink(packaged_job_args("--parallelism", "2"), env=job_env(lakekeeper, tmp_path), timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     check_table(lakekeeper, location, output)
@@ -223,7 +218,7 @@ def test_flink_run_to_a_cluster_without_the_tables_settings_is_refused(make_lake
     fail at every restart. It is refused before submission, naming the fix."""
     lakekeeper = make_lakekeeper(s3=moto_strict)
     started = time.monotonic()
-    done = flink_cluster.flink(flink_run_args(), env=job_env(lakekeeper, tmp_path), timeout=180)
+    done = flink_cluster.flink(packaged_job_args("--parallelism", "2"), env=job_env(lakekeeper, tmp_path), timeout=180)
     output = done.stdout + done.stderr
     assert done.returncode != 0
     assert f"the Flink cluster at {flink_cluster.rest_url}" in output and "cannot write s3://" in output
@@ -253,7 +248,7 @@ def test_cluster_up_keeps_writing_past_the_credentials_expiry(make_lakekeeper, s
         location = table_location(lakekeeper)
         calls = len(lakekeeper.calls("GET", "/credentials"))
         started = time.time()
-        done = subprocess.run([str(flink_home() / "bin" / "flink"), *flink_run_args()],
+        done = subprocess.run([str(flink_home() / "bin" / "flink"), *packaged_job_args("--parallelism", "2")],
                               env={**env, "FLINK_CONF_DIR": str(home / "conf")}, capture_output=True, text=True,
                               timeout=300)
         output = done.stdout + done.stderr

@@ -3,11 +3,8 @@ configuration, the S3 plugin check and installer, and reading committed part fil
 
 from __future__ import annotations
 
-import http.server
 import json
 import logging
-import threading
-from functools import partial
 from pathlib import Path
 
 import pytest
