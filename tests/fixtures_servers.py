@@ -75,11 +75,17 @@ def run_moto(log_dir: Path, *, strict_bootstrap_calls: int = 0) -> Iterator[Moto
         wait_http(f"{url}/moto-api/", timeout=30)
         yield MotoServer(url)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 10) -> None:
+    """SIGTERM a server process, SIGKILL it after ``grace_s``; wait for it either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture(scope="session")

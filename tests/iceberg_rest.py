@@ -34,7 +34,7 @@ from typing import Iterator, Sequence
 import pytest
 import requests
 
-from tests.fixtures_servers import MotoServer, free_port, run_moto
+from tests.fixtures_servers import MotoServer, free_port, run_moto, stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORT = ROOT / "build-support" / "iceberg-rest"
@@ -187,12 +187,7 @@ def run_iceberg_rest(s3: MotoServer, access_key: str, secret_key: str, warehouse
         _wait_ready(f"{server.catalog_url}/v1/config", proc, log, timeout)
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:

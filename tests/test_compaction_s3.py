@@ -1,21 +1,11 @@
 """The compaction on S3 with IAM enforced, each engine run as the product runs it: ``lakeflow compact
---engine arrow|spark`` against ``LAKEKEEPER`` = one URL that serves both catalogs, everything on one
-moto server that checks every signature, key and IAM policy (``moto_iam``; assembled by
-tests/lakehouse.py).
-
-- ``/lakekeeper/v1``: the Lakekeeper stand-in (generic tables), vending STS credentials of a role
-  allowed only the raw table's prefix;
-- ``/catalog``: Apache Iceberg's REST server (tests/iceberg_rest.py), reached through the stand-in,
-  which plays Lakekeeper's part of an Iceberg load/create-table answer (:class:`LakekeeperWithIceberg`):
-  the warehouse's storage profile (endpoint, region, path style) and STS credentials of a role allowed
-  only the Iceberg table's location, instead of the server's own key pair (the catalog's storage
-  credential, which never leaves it — as Lakekeeper's never does).
+--engine arrow|spark`` against ``LAKEKEEPER`` = one URL serving both catalogs (the generic tables and,
+at ``/catalog``, Apache Iceberg's REST server), everything on one moto server that checks every
+signature, key and IAM policy — assembled by tests/lakehouse.py.
 
 The raw table and the Iceberg table share the warehouse bucket, as in Lakekeeper; each set of
 credentials is refused outside its own table. Spark runs in the job's process, launched by lakeflow
-with the fetched hadoop-aws + AWS SDK v2 jars. One deviation of moto from AWS is corrected inside the
-moto server (tests/moto_server_main.py): it authorises each key of a DeleteObjects request, as AWS does,
-so pyarrow's and S3A's bulk deletes run as they would on AWS (no client setting changed).
+with the fetched hadoop-aws + AWS SDK v2 jars.
 """
 
 from __future__ import annotations
