@@ -300,7 +300,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"{s.name}\t{s.version}\t{s.folder}\t{'ready' if s.ready() else 'missing'}")
             return 0
         for name, jars in ensure_s3_jars(flink="flink" in wanted, spark="spark" in wanted).items():
-            print(f"{name}: " + " ".join(str(j) for j in jars))
+            where = jars[0] if len(jars) == 1 else f"{len(jars)} jars in {jars[0].parent}"
+            print(f"{name}: {where}")
     except JarsUnavailable as exc:
         print(f"lakeflow jars: {exc}", file=sys.stderr)
         return 2
