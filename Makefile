@@ -38,7 +38,7 @@ DEMO_RECORDS = $(if $(or $(NUM_RECORDS),$(wildcard $(or $(LAKEFLOW_ENV_FILE),.en
 run: install  ## run the sensor ingestion job (reads .env.local; embedded local catalog and 1,000 readings by default)
 	$(DEMO_RECORDS) $(PY) jobs/sensor_ingest.py $(ARGS)
 
-test: install s3-jars  ## run the test suite (real Flink, Spark, moto; S3 jars fetched first; ~12 min on 2 cores)
+test: install s3-jars  ## run the test suite (real Flink, Spark, moto; S3 jars fetched first; 16–20 min on 2 cores)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: install  ## the tests that start no Flink cluster or spark-submit
