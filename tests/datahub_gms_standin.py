@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from typing import Any, Optional
 
-from tests.stub_http import QuietHandler, serve, stop, url_of
+from tests.stub_http import QuietHandler, send_json, serve, stop, url_of
 
 
 @dataclass
@@ -46,12 +46,7 @@ class GmsStandIn:
                 return self._send(200, {"value": [p["entityUrn"] for p in proposals]})
 
             def _send(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, payload)
 
         self.server = serve(Handler)
         return self

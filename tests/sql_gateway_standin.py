@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 from urllib.parse import parse_qs, urlparse
 
-from tests.stub_http import QuietHandler, serve, stop, url_of
+from tests.stub_http import QuietHandler, send_json, serve, stop, url_of
 
 Columns = list[dict[str, Any]]
 Rows = list[list[Any]]
@@ -209,9 +209,4 @@ class SqlGatewayStandIn:
 
     @staticmethod
     def _send(h: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        h.send_response(status)
-        h.send_header("Content-Type", "application/json; charset=UTF-8")
-        h.send_header("Content-Length", str(len(data)))
-        h.end_headers()
-        h.wfile.write(data)
+        send_json(h, status, payload, "application/json; charset=UTF-8")

@@ -1,8 +1,9 @@
-"""The plumbing every small stand-in server in tests/ shares: a quiet handler, serve, stop, and a
-server that gives every request the same answer."""
+"""The plumbing every small stand-in server in tests/ shares: a quiet handler, a JSON answer, serve,
+stop, and a server that gives every request the same answer."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from dataclasses import dataclass
@@ -19,6 +20,17 @@ class QuietHandler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: Any,
+              content_type: str = "application/json") -> None:
+    """Answer ``payload`` as a JSON document with ``status``."""
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 def serve(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:

@@ -27,7 +27,7 @@ from lakeflow.compaction.report import Report
 from lakeflow.compaction.source import raw_table
 from lakeflow.compaction.storage import FileEntry, Storage, hadoop_uri, iceberg_uri
 from lakeflow.settings import SettingsError, load_settings
-from tests.stub_http import QuietHandler, serve, stop, url_of
+from tests.stub_http import QuietHandler, send_json, serve, stop, url_of
 
 DAY_MS = 1763683200000  # 2025-11-21T00:00:00Z
 
@@ -229,15 +229,6 @@ def test_commit_adds_files_and_ledger_atomically_and_rejects_a_stale_run(tmp_pat
         open_target(iceberg_catalog(settings), ("iot",), "t", (tmp_path / "other-raw").as_uri())
 
 
-def _json(handler: QuietHandler, code: int, body: dict) -> None:
-    data = json.dumps(body).encode()
-    handler.send_response(code)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
-
-
 CONFIG = {"defaults": {"prefix": "0190-wh"}, "overrides": {}, "endpoints": []}
 
 
@@ -248,7 +239,7 @@ class _IcebergConfig(QuietHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         type(self).seen.append((self.path, self.headers.get("Authorization"), self.headers.get("x-project-id")))
-        _json(self, 200, CONFIG)
+        send_json(self, 200, CONFIG)
 
 
 def test_rest_catalog_sends_the_lakekeeper_auth_and_warehouse(tmp_path: Path) -> None:
@@ -280,11 +271,11 @@ class _SlowIceberg(QuietHandler):
         if "/hang/" in self.path:
             time.sleep(30)
         first = sum(1 for m, p in type(self).seen if m == "GET" and "/fail-once/" in p) == 1
-        _json(self, 503, {}) if first else _json(self, 200, CONFIG)
+        send_json(self, 503, {}) if first else send_json(self, 200, CONFIG)
 
     def do_POST(self) -> None:  # noqa: N802
         type(self).seen.append(("POST", self.path))
-        _json(self, 503, {"error": {"message": "busy", "type": "ServiceUnavailable", "code": 503}})
+        send_json(self, 503, {"error": {"message": "busy", "type": "ServiceUnavailable", "code": 503}})
 
 
 def test_rest_catalog_times_out_and_never_resends_a_write(tmp_path: Path) -> None:
