@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run jobs/compact.py: new committed part files of NAMESPACE.TABLE → Parquet → one "
                     "atomic Iceberg commit (with the ledger of consumed files). Spark (--master, "
                     "--spark-conf, --jars) starts only for the spark engine. "
-                    "Exit codes: 0 done, 2 error, 3 another run holds the lock.")
+                    "Exit codes: 0 done, 2 error, 3 another run (on any host) holds the table's lease.")
     add_arguments(p)
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
