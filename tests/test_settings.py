@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,40 @@ def test_a_bad_url_is_shown_without_its_password(name, value, shown):
     message = str(err.value)
     assert "pa55w0rd" not in message
     assert shown in message
+
+
+# --- .env.example: written from the models ------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+# Variables lakeflow sets or passes through for the processes it starts, not settings of a user's.
+PROCESS_INTERNALS = {"PATH", "PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT", "PYFLINK_GATEWAY_PORT", "FLINK_PID_DIR"}
+
+
+def documented() -> set[str]:
+    """The variables .env.example documents, set or commented out."""
+    return set(re.findall(r"^(?:# )?([A-Z][A-Z0-9_]*)=", (REPO / ".env.example").read_text(), re.M))
+
+
+def test_env_example_is_the_models_rendered():
+    from lakeflow.settings.example import render, sections
+    from lakeflow.settings.env import variables
+
+    assert (REPO / ".env.example").read_text() == render(), \
+        "stale .env.example: python -m lakeflow.settings --env-example > .env.example"
+    names = {name for model in sections() for name in variables(model)}
+    assert documented() == names
+    for model in sections():
+        for name, field in variables(model).items():
+            assert field.description, f"{name}: no description"
+
+
+def test_every_variable_the_code_reads_is_documented():
+    read = set()
+    for path in [*(REPO / "lakeflow").rglob("*.py"), *(REPO / "jobs").rglob("*.py")]:
+        read |= set(re.findall(r"environ(?:\.get)?[(\[]\s*[\"']([A-Z][A-Z0-9_]+)[\"']", path.read_text()))
+    assert read - PROCESS_INTERNALS <= documented(), sorted(read - PROCESS_INTERNALS - documented())
+
+
+def test_env_example_copied_as_is_keeps_the_embedded_catalog_and_a_bounded_demo():
+    s = load_settings({}, REPO / ".env.example")
+    assert (s.catalog, s.num_records, s.token, s.warehouse) == ("local", 1000, None, None)

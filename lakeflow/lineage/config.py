@@ -9,17 +9,71 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
+
+from pydantic import Field
 
 from lakeflow.lineage.flink_rest import Auth, Connection
 from lakeflow.lineage.sql_gateway import MAX_ROWS
 from lakeflow.secret import Secret
+from lakeflow.settings.core import LocalState
+from lakeflow.settings.env import Line, Password, Token, load
 
 DEFAULT_STATES = ("RUNNING", "FINISHED", "FAILED", "CANCELED")
-ALL_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "FAILING", "FAILED", "CANCELLING", "CANCELED",
-                        "FINISHED", "RESTARTING", "SUSPENDED", "RECONCILING"})
+ALL_STATES = frozenset(
+    {
+        "INITIALIZING",
+        "CREATED",
+        "RUNNING",
+        "FAILING",
+        "FAILED",
+        "CANCELLING",
+        "CANCELED",
+        "FINISHED",
+        "RESTARTING",
+        "SUSPENDED",
+        "RECONCILING",
+    }
+)
+
+
+class HarvestEnv(LocalState):
+    """Lineage harvest (lakeflow harvest; docs/harvest.md).
+
+    Credentials of the Flink JobManager REST API (and SQL Gateway) and of the lineage servers: read
+    from the environment over .env.local, never from the command line. LAKEFLOW_HOME and
+    LINEAGE_DIR (above) say where the compaction's run events are.
+    """
+
+    flink_api_token: Token | None = Field(
+        None, alias="FLINK_API_TOKEN", description="Bearer token of the Flink REST API (or the basic auth below)."
+    )
+    flink_api_username: Line | None = Field(
+        None, alias="FLINK_API_USERNAME", description="Basic-auth user of the Flink REST API."
+    )
+    flink_api_password: Password | None = Field(
+        None, alias="FLINK_API_PASSWORD", description="Basic-auth password of the Flink REST API."
+    )
+    datahub_gms_token: Token | None = Field(
+        None,
+        alias="DATAHUB_GMS_TOKEN",
+        description="Token for --datahub-gms (or name another source: --datahub-token env:VAR | file:PATH).",
+    )
+    openlineage_api_key: Token | None = Field(
+        None, alias="OPENLINEAGE_API_KEY", description="API key for --openlineage-url."
+    )
+
+    @classmethod
+    def load(cls, values: Mapping[str, str]) -> HarvestEnv:
+        """From :func:`lakeflow.settings.environment`'s values; every error at once."""
+        return load(cls, values, "harvest settings")
+
+    def store(self, values: Mapping[str, str]) -> Path | None:
+        """The lineage store to read by default: LINEAGE_DIR if set, else $LAKEFLOW_HOME/lineage if present."""
+        return self.lineage_dir if "LINEAGE_DIR" in values or self.lineage_dir.is_dir() else None
 
 
 class ConfigError(ValueError):
@@ -36,28 +90,29 @@ class NamePattern:
 
     def allowed(self, name: str) -> bool:
         flags = re.IGNORECASE if self.ignore_case else 0
-        return (any(re.match(p, name, flags) for p in self.allow)
-                and not any(re.match(p, name, flags) for p in self.deny))
+        return any(re.match(p, name, flags) for p in self.allow) and not any(
+            re.match(p, name, flags) for p in self.deny
+        )
 
 
 @dataclass(frozen=True)
 class CatalogPlatform:
     """What a Flink catalog's tables are: ``platform`` (e.g. iceberg) and/or ``platform_instance``."""
 
-    platform: Optional[str] = None
-    platform_instance: Optional[str] = None
+    platform: str | None = None
+    platform_instance: str | None = None
 
 
 @dataclass(frozen=True)
 class HarvestConfig:
     connection: Connection
-    sql_gateway: Optional[Connection] = None
+    sql_gateway: Connection | None = None
     sql_gateway_operation_timeout_s: float = 60.0  # one statement, waiting and paging included
     sql_gateway_max_rows: int = MAX_ROWS  # result rows of one statement
     job_name_pattern: NamePattern = NamePattern()
     include_job_states: tuple[str, ...] = DEFAULT_STATES
     env: str = "PROD"
-    platform_instance: Optional[str] = None
+    platform_instance: str | None = None
     platform_instance_map: Mapping[str, str] = field(default_factory=dict)
     catalog_platform_map: Mapping[str, CatalogPlatform] = field(default_factory=dict)
     operator_granularity: str = "job"  # or "vertex"
@@ -65,8 +120,8 @@ class HarvestConfig:
     include_run_history: bool = True
     trust_operator_names: bool = False  # turn name-only evidence (KafkaSource-x) into edges
     max_workers: int = 10
-    lineage_dir: Optional[Path] = None  # compaction run events (OpenLineage) to merge
-    state_file: Optional[Path] = None
+    lineage_dir: Path | None = None  # compaction run events (OpenLineage) to merge
+    state_file: Path | None = None
     remove_stale_metadata: bool = True
     fail_safe_threshold: float = 75.0
 
@@ -76,10 +131,12 @@ _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 def _expand(value: Any, where: str) -> Any:
     if isinstance(value, str):
+
         def sub(m: re.Match) -> str:
             if m.group(1) not in os.environ:
                 raise ConfigError(f"{where}: environment variable {m.group(1)} is not set")
             return os.environ[m.group(1)]
+
         return _ENV.sub(sub, value)
     if isinstance(value, Mapping):
         return {k: _expand(v, f"{where}.{k}") for k, v in value.items()}
@@ -96,7 +153,8 @@ class _Reader:
             data = {}
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
-        self.data, self.where, self.seen = dict(data), where, set()
+        self.data, self.where = dict(data), where
+        self.seen: set[str] = set()
 
     def get(self, key: str, kind: type, default: Any = None) -> Any:
         self.seen.add(key)
@@ -109,7 +167,7 @@ class _Reader:
             raise ConfigError(f"{self.where}.{key}: expected {kind.__name__}, got {value!r}")
         return value
 
-    def sub(self, key: str) -> "_Reader":
+    def sub(self, key: str) -> _Reader:
         self.seen.add(key)
         return _Reader(self.data.get(key), f"{self.where}.{key}")
 
@@ -150,26 +208,39 @@ def from_mapping(data: Any) -> HarvestConfig:
         raise ConfigError("config.connection.rest_api_url: required (e.g. http://localhost:8081)")
     token, password = c.get("token", str), c.get("password", str)
     try:
-        auth = Auth(token=Secret(token) if token else None, username=c.get("username", str),
-                    password=Secret(password) if password else None)
+        auth = Auth(
+            token=Secret(token) if token else None,
+            username=c.get("username", str),
+            password=Secret(password) if password else None,
+        )
     except ValueError as exc:
         raise ConfigError(f"config.connection: {exc}") from None
-    conn = Connection(url=rest, auth=auth, verify_ssl=c.get("verify_ssl", bool, True),
-                      timeout_s=c.get("timeout_seconds", float, 30.0), max_retries=c.get("max_retries", int, 3),
-                      deadline_s=c.get("request_deadline_seconds", float, 120.0))
+    conn = Connection(
+        url=rest,
+        auth=auth,
+        verify_ssl=c.get("verify_ssl", bool, True),
+        timeout_s=c.get("timeout_seconds", float, 30.0),
+        max_retries=c.get("max_retries", int, 3),
+        deadline_s=c.get("request_deadline_seconds", float, 120.0),
+    )
     gateway_url = c.get("sql_gateway_url", str)
     op_timeout = c.get("sql_gateway_operation_timeout_seconds", float, 60.0)
     max_rows = c.get("sql_gateway_max_rows", int, MAX_ROWS)
     c.done()
-    for key, value in (("request_deadline_seconds", conn.deadline_s),
-                       ("sql_gateway_operation_timeout_seconds", op_timeout), ("sql_gateway_max_rows", max_rows)):
+    for key, value in (
+        ("request_deadline_seconds", conn.deadline_s),
+        ("sql_gateway_operation_timeout_seconds", op_timeout),
+        ("sql_gateway_max_rows", max_rows),
+    ):
         if value <= 0:
             raise ConfigError(f"config.connection.{key}: expected > 0, got {value}")
 
     p = r.sub("job_name_pattern")
-    pattern = NamePattern(allow=_strings(p.get("allow", list, [".*"]), "config.job_name_pattern.allow"),
-                          deny=_strings(p.get("deny", list, []), "config.job_name_pattern.deny"),
-                          ignore_case=p.get("ignoreCase", bool, True))
+    pattern = NamePattern(
+        allow=_strings(p.get("allow", list, [".*"]), "config.job_name_pattern.allow"),
+        deny=_strings(p.get("deny", list, []), "config.job_name_pattern.deny"),
+        ignore_case=p.get("ignoreCase", bool, True),
+    )
     p.done()
     for regex in pattern.allow + pattern.deny:
         try:
@@ -177,12 +248,16 @@ def from_mapping(data: Any) -> HarvestConfig:
         except re.error as exc:
             raise ConfigError(f"config.job_name_pattern: {regex!r} is not a regular expression: {exc}") from None
 
-    states = tuple(s.upper() for s in _strings(r.get("include_job_states", list, list(DEFAULT_STATES)),
-                                               "config.include_job_states"))
+    states = tuple(
+        s.upper()
+        for s in _strings(r.get("include_job_states", list, list(DEFAULT_STATES)), "config.include_job_states")
+    )
     bad = sorted(set(states) - ALL_STATES)
     if bad:
-        raise ConfigError(f"config.include_job_states: unknown state(s) {', '.join(bad)}; "
-                          f"expected some of {', '.join(sorted(ALL_STATES))}")
+        raise ConfigError(
+            f"config.include_job_states: unknown state(s) {', '.join(bad)}; "
+            f"expected some of {', '.join(sorted(ALL_STATES))}"
+        )
 
     cmap = {}
     for name, detail in (r.get("catalog_platform_map", dict, {}) or {}).items():
@@ -210,15 +285,23 @@ def from_mapping(data: Any) -> HarvestConfig:
     cfg = HarvestConfig(
         connection=conn,
         sql_gateway=replace(conn, url=gateway_url) if gateway_url else None,
-        sql_gateway_operation_timeout_s=op_timeout, sql_gateway_max_rows=max_rows,
-        job_name_pattern=pattern, include_job_states=states,
-        env=r.get("env", str, "PROD"), platform_instance=r.get("platform_instance", str),
-        platform_instance_map={str(k): str(v) for k, v in pim.items()}, catalog_platform_map=cmap,
-        operator_granularity=granularity, include_lineage=r.get("include_lineage", bool, True),
+        sql_gateway_operation_timeout_s=op_timeout,
+        sql_gateway_max_rows=max_rows,
+        job_name_pattern=pattern,
+        include_job_states=states,
+        env=r.get("env", str, "PROD"),
+        platform_instance=r.get("platform_instance", str),
+        platform_instance_map={str(k): str(v) for k, v in pim.items()},
+        catalog_platform_map=cmap,
+        operator_granularity=granularity,
+        include_lineage=r.get("include_lineage", bool, True),
         include_run_history=r.get("include_run_history", bool, True),
-        trust_operator_names=r.get("trust_operator_names", bool, False), max_workers=workers,
+        trust_operator_names=r.get("trust_operator_names", bool, False),
+        max_workers=workers,
         lineage_dir=Path(lineage_dir) if lineage_dir else None,
         state_file=Path(state_file) if enabled and state_file else None,
-        remove_stale_metadata=remove, fail_safe_threshold=threshold)
+        remove_stale_metadata=remove,
+        fail_safe_threshold=threshold,
+    )
     r.done()
     return cfg

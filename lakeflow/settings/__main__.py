@@ -1,0 +1,5 @@
+import sys
+
+from lakeflow.settings.example import main
+
+sys.exit(main())

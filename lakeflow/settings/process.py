@@ -1,0 +1,75 @@
+"""Variables read straight from the process environment (never from ``.env.local``) by the modules
+named in each description: they set up processes, paths and tools before settings are loaded."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from lakeflow.settings.env import EnvModel
+
+
+class ProcessEnvironment(EnvModel):
+    """Read from the environment only (not from .env.local)."""
+
+    env_file: str | None = Field(
+        None, alias="LAKEFLOW_ENV_FILE", description="The dotenv file lakeflow reads (default ./.env.local)."
+    )
+    jar: str | None = Field(
+        None,
+        alias="LAKEFLOW_JAR",
+        description="The JVM helpers jar (JSON-array writer, sensor clock); default "
+        "build/lakeflow-flink.jar (make jar).",
+    )
+    flink_log_dir: str | None = Field(
+        None,
+        alias="FLINK_LOG_DIR",
+        description="Flink's own: where the job's Flink logs go (default $LAKEFLOW_HOME/log).",
+    )
+    flink_plugins_dir: str | None = Field(
+        None,
+        alias="FLINK_PLUGINS_DIR",
+        description="Flink's own: the plugin folder (default the apache-flink wheel's pyflink/plugins; s3:// "
+        "tables need flink-s3-fs-hadoop there).",
+    )
+    flink_home: str | None = Field(
+        None,
+        alias="FLINK_HOME",
+        description="make flink-plugins: a Flink distribution of the wheel's version to copy "
+        "flink-s3-fs-hadoop from (its opt/) instead of fetching it.",
+    )
+    maven_repo: str | None = Field(
+        None,
+        alias="MAVEN_REPO",
+        description="The S3 jars (docs/s3.md; make s3-jars) come from Maven, checksums verified: this URL "
+        "replaces every remote repository (a mirror).",
+    )
+    jars_dir: str | None = Field(None, alias="LAKEFLOW_JARS_DIR", description="The jar cache (default build/jars).")
+    jars_offline: str | None = Field(
+        None, alias="LAKEFLOW_JARS_OFFLINE", description="1: never start Maven (pre-seeded jar folders only)."
+    )
+    mvn: str | None = Field(None, alias="MVN", description="The Maven executable (default mvn).")
+    flink_rest_port: int = Field(
+        8081,
+        alias="FLINK_REST_PORT",
+        description="make cluster-up: the local standalone cluster's REST/web UI port on localhost.",
+    )
+    flink_rpc_port: int = Field(
+        6123, alias="FLINK_RPC_PORT", description="make cluster-up: the local standalone cluster's JobManager RPC port."
+    )
+    flink_sql_gateway_port: int | None = Field(
+        None,
+        alias="FLINK_SQL_GATEWAY_PORT",
+        description="make cluster-up: also start Flink's SQL Gateway, REST on 127.0.0.1:PORT (unset: no gateway).",
+    )
+    spark_master_port: int = Field(
+        7077, alias="SPARK_MASTER_PORT", description="make spark-up: the standalone Spark master's port."
+    )
+    spark_master_webui_port: int = Field(
+        0,
+        alias="SPARK_MASTER_WEBUI_PORT",
+        description="make spark-up: the master's web UI port on 127.0.0.1 (0: a free one).",
+    )
+    spark_worker_cores: int = Field(2, alias="SPARK_WORKER_CORES", description="make spark-up: the worker's cores.")
+    spark_worker_memory: str = Field(
+        "1g", alias="SPARK_WORKER_MEMORY", description="make spark-up: the worker's memory for executors."
+    )
