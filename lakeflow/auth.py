@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Protocol
 
 import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
@@ -75,23 +76,33 @@ class OAuthClientCredentials:
     fetch instead of starting their own.
     """
 
-    def __init__(self, token_url: str, client_id: str, client_secret: Secret,
-                 scope: Optional[str] = None, *, options: HttpOptions = HttpOptions(),
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        token_url: str,
+        client_id: str,
+        client_secret: Secret,
+        scope: str | None = None,
+        *,
+        options: HttpOptions = HttpOptions(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.token_url = token_url
         self.client_id = client_id
         self.scope = scope
         self._clock = clock
         self._lock = threading.Lock()
-        self._current: Optional[_Fetched] = None
+        self._current: _Fetched | None = None
         self._session = configure(
-            OAuth2Session(client_id, client_secret.reveal(), scope=scope,
-                          token_endpoint_auth_method="client_secret_post"),
-            options)
+            OAuth2Session(
+                client_id, client_secret.reveal(), scope=scope, token_endpoint_auth_method="client_secret_post"
+            ),
+            options,
+        )
 
     def __repr__(self) -> str:
-        return (f"OAuthClientCredentials(token_url={self.token_url!r}, "
-                f"client_id={self.client_id!r}, scope={self.scope!r})")
+        return (
+            f"OAuthClientCredentials(token_url={self.token_url!r}, client_id={self.client_id!r}, scope={self.scope!r})"
+        )
 
     def token(self) -> Secret:
         current = self._current
@@ -113,8 +124,10 @@ class OAuthClientCredentials:
         try:
             answer = self._session.fetch_token(self.token_url, grant_type="client_credentials")
         except OAuthError as exc:
-            raise AuthError(f"token endpoint {self.token_url} refused client {self.client_id!r}: "
-                            f"{exc.error}" + (f" ({exc.description})" if exc.description else "")) from None
+            raise AuthError(
+                f"token endpoint {self.token_url} refused client {self.client_id!r}: "
+                f"{exc.error}" + (f" ({exc.description})" if exc.description else "")
+            ) from None
         except requests.RequestException as exc:
             raise AuthError(f"token endpoint {self.token_url} failed: {exc}") from None
         if not answer.get("access_token"):
@@ -160,12 +173,16 @@ class BearerAuth(AuthBase):
         return answer
 
 
-def token_provider(settings: Settings, options: HttpOptions) -> Optional[TokenProvider]:
+def token_provider(settings: Settings, options: HttpOptions) -> TokenProvider | None:
     """The provider the settings describe: OAUTH_* → client credentials, TOKEN → static, or none."""
     if settings.oauth_token_url and settings.oauth_client_id and settings.oauth_client_secret:
-        return OAuthClientCredentials(settings.oauth_token_url, settings.oauth_client_id,
-                                      settings.oauth_client_secret, settings.oauth_scope,
-                                      options=options)
+        return OAuthClientCredentials(
+            settings.oauth_token_url,
+            settings.oauth_client_id,
+            settings.oauth_client_secret,
+            settings.oauth_scope,
+            options=options,
+        )
     if settings.token:
         return StaticToken(settings.token)
     return None

@@ -26,9 +26,10 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING
 
 from lakeflow.credentials import S3ASettings
 from lakeflow.secret import write_private
@@ -63,9 +64,11 @@ class AwsProfile:
     def env(self) -> dict[str, str]:
         """Environment for a process whose AWS SDK should use this profile (v1, v2 and boto3)."""
         path = str(self.credentials_file)
-        return {"AWS_PROFILE": self.name,
-                "AWS_SHARED_CREDENTIALS_FILE": path,   # boto3, SDK v2
-                "AWS_CREDENTIAL_PROFILES_FILE": path}  # SDK v1
+        return {
+            "AWS_PROFILE": self.name,
+            "AWS_SHARED_CREDENTIALS_FILE": path,  # boto3, SDK v2
+            "AWS_CREDENTIAL_PROFILES_FILE": path,
+        }  # SDK v1
 
 
 def profile_name(namespace: Sequence[str], table: str) -> str:
@@ -80,15 +83,25 @@ def credential_process(env_file: Path, namespace: Sequence[str], table: str) -> 
     """
     script = Path(sys.executable).with_name("lakeflow")
     program = [str(script)] if script.is_file() else [sys.executable, "-m", "lakeflow.cli"]
-    argv = [shutil.which("env") or "/usr/bin/env", f"LAKEFLOW_ENV_FILE={env_file}", *program,
-            "credential-process", "--namespace", ".".join(namespace), "--table", table]
+    argv = [
+        shutil.which("env") or "/usr/bin/env",
+        f"LAKEFLOW_ENV_FILE={env_file}",
+        *program,
+        "credential-process",
+        "--namespace",
+        ".".join(namespace),
+        "--table",
+        table,
+    ]
     return shlex.join(argv)
 
 
 def catalog_env(settings_values: Mapping[str, str]) -> str:
     """A dotenv file body (single-quoted values) from ``{variable: value}``."""
-    lines = ["# Catalog settings for `lakeflow credential-process` (written by `lakeflow aws-profile`).",
-             "# Holds the catalog credential: keep it private (mode 0600)."]
+    lines = [
+        "# Catalog settings for `lakeflow credential-process` (written by `lakeflow aws-profile`).",
+        "# Holds the catalog credential: keep it private (mode 0600).",
+    ]
     for key, value in settings_values.items():
         if "\n" in value or "\r" in value:
             raise ProfileError(f"{key}: a value spanning lines cannot go into an env file")
@@ -96,8 +109,9 @@ def catalog_env(settings_values: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_profile(directory: Path, namespace: Sequence[str], table: str,
-                  catalog_settings: Mapping[str, str]) -> AwsProfile:
+def write_profile(
+    directory: Path, namespace: Sequence[str], table: str, catalog_settings: Mapping[str, str]
+) -> AwsProfile:
     """Write (or replace) the table's profile in ``<directory>/credentials`` and its env file.
 
     Other profiles in the credentials file are kept. Both files are created 0600 and replaced
@@ -142,27 +156,35 @@ def engine_settings(s3a: S3ASettings, profile: AwsProfile, engine: str) -> dict[
     raise ProfileError(f"unknown format {engine!r}: expected flink, spark or env")
 
 
-def catalog_settings(settings: "Settings", warehouse_id: str) -> dict[str, str]:
+def catalog_settings(settings: Settings, warehouse_id: str) -> dict[str, str]:
     """The variables ``lakeflow credential-process`` needs to reach the catalog (secrets revealed:
     they go into the private env file only)."""
-    out = {"LAKEKEEPER": settings.lakekeeper, "WAREHOUSE_ID": warehouse_id,
-           "HTTP_TIMEOUT_S": str(settings.http_timeout_s), "HTTP_MAX_RETRIES": str(settings.http_max_retries)}
+    out = {
+        "LAKEKEEPER": settings.lakekeeper,
+        "WAREHOUSE_ID": warehouse_id,
+        "HTTP_TIMEOUT_S": str(settings.http_timeout_s),
+        "HTTP_MAX_RETRIES": str(settings.http_max_retries),
+    }
     if settings.project_id:
         out["PROJECT_ID"] = settings.project_id
-    if settings.oauth_client_secret:
-        out.update({"OAUTH_TOKEN_URL": settings.oauth_token_url, "OAUTH_CLIENT_ID": settings.oauth_client_id,
-                    "OAUTH_CLIENT_SECRET": settings.oauth_client_secret.reveal(),
-                    "OAUTH_SCOPE": settings.oauth_scope or ""})
+    if settings.oauth_token_url and settings.oauth_client_id and settings.oauth_client_secret:
+        out.update(
+            {
+                "OAUTH_TOKEN_URL": settings.oauth_token_url,
+                "OAUTH_CLIENT_ID": settings.oauth_client_id,
+                "OAUTH_CLIENT_SECRET": settings.oauth_client_secret.reveal(),
+                "OAUTH_SCOPE": settings.oauth_scope or "",
+            }
+        )
     elif settings.token:
         out["TOKEN"] = settings.token.reveal()
     return out
 
 
-def renewal_note(settings: "Settings") -> Optional[str]:
+def renewal_note(settings: Settings) -> str | None:
     """The warning for a catalog login the credential process cannot renew (a static TOKEN), else None."""
     if settings.token and not settings.oauth_client_secret:
-        return ("note: a static TOKEN cannot be renewed; a job running past its expiry needs OAUTH_* "
-                "client credentials")
+        return "note: a static TOKEN cannot be renewed; a job running past its expiry needs OAUTH_* client credentials"
     return None
 
 
@@ -172,49 +194,70 @@ def renewal_note(settings: "Settings") -> Optional[str]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``lakeflow aws-profile`` to the ``lakeflow`` parser."""
     p = subparsers.add_parser(
-        "aws-profile", help="write an AWS profile that re-vends the table's credentials (long-running jobs)",
+        "aws-profile",
+        help="write an AWS profile that re-vends the table's credentials (long-running jobs)",
         description="Write an AWS profile whose credential_process runs `lakeflow credential-process` "
-                    "(files 0600 under --dir), and print the keyless S3A settings that select S3A's "
-                    "profile credentials provider plus the environment every TaskManager / executor "
-                    "needs. The AWS SDK then re-vends from Lakekeeper before the credentials expire.")
+        "(files 0600 under --dir), and print the keyless S3A settings that select S3A's "
+        "profile credentials provider plus the environment every TaskManager / executor "
+        "needs. The AWS SDK then re-vends from Lakekeeper before the credentials expire.",
+    )
     p.add_argument("--namespace", metavar="NS", help="namespace, levels separated by '.' (default: $NAMESPACE)")
     p.add_argument("--table", metavar="NAME", help="table name (default: $TABLE)")
-    p.add_argument("--dir", type=Path, metavar="DIR",
-                   help="where to write the profile files (default: $LAKEFLOW_HOME/aws)")
-    p.add_argument("--format", choices=("flink", "spark", "env"), default="flink",
-                   help="print Flink configuration, Spark conf, or only the environment (default flink)")
-    p.add_argument("--sdk", choices=tuple(PROVIDERS), default="v1",
-                   help="S3A's AWS SDK: v1 for Hadoop 3.3.x (flink-s3-fs-hadoop), v2 for Hadoop 3.4+ "
-                        "(default v1: Hadoop 3.4+ maps the v1 class name to v2)")
+    p.add_argument(
+        "--dir", type=Path, metavar="DIR", help="where to write the profile files (default: $LAKEFLOW_HOME/aws)"
+    )
+    p.add_argument(
+        "--format",
+        choices=("flink", "spark", "env"),
+        default="flink",
+        help="print Flink configuration, Spark conf, or only the environment (default flink)",
+    )
+    p.add_argument(
+        "--sdk",
+        choices=tuple(PROVIDERS),
+        default="v1",
+        help="S3A's AWS SDK: v1 for Hadoop 3.3.x (flink-s3-fs-hadoop), v2 for Hadoop 3.4+ "
+        "(default v1: Hadoop 3.4+ maps the v1 class name to v2)",
+    )
     p.set_defaults(handler=_aws_profile)
 
 
 def _aws_profile(args: argparse.Namespace) -> int:
     from lakeflow.catalog import open_catalog
-    from lakeflow.credentials import VendedConfig, show, to_s3a
+    from lakeflow.credentials import show
     from lakeflow.settings import load_settings
 
     env = dict(os.environ)
     env.update({k: v for k, v in (("NAMESPACE", args.namespace), ("TABLE", args.table)) if v})
     settings = load_settings(env)
     if settings.catalog != "lakekeeper":
-        print("lakeflow aws-profile: the embedded local catalog vends no credentials; set LAKEKEEPER "
-              "and WAREHOUSE_ID (docs/operations.md)", file=sys.stderr)
+        print(
+            "lakeflow aws-profile: the embedded local catalog vends no credentials; set LAKEKEEPER "
+            "and WAREHOUSE_ID (docs/operations.md)",
+            file=sys.stderr,
+        )
         return 2
-    catalog = open_catalog(settings)
-    handle = catalog.load(settings.namespace, settings.table)
+    with open_catalog(settings) as catalog:
+        handle = catalog.load(settings.namespace, settings.table)
     note = renewal_note(settings)
     if note:
         print(f"lakeflow aws-profile: {note}", file=sys.stderr)
     try:
-        profile = write_profile(args.dir or settings.home / "aws", settings.namespace, settings.table,
-                                catalog_settings(settings, catalog.warehouse_id))  # type: ignore[attr-defined]
+        profile = write_profile(
+            args.dir or settings.home / "aws",
+            settings.namespace,
+            settings.table,
+            catalog_settings(settings, handle.ident.warehouse),
+        )
     except ProfileError as exc:
         print(f"lakeflow aws-profile: {exc}", file=sys.stderr)
         return 2
-    s3a = refreshing(to_s3a(handle.storage or VendedConfig(handle.location), settings.s3_endpoint), args.sdk)
-    print(f"wrote AWS profile {profile.name} to {profile.credentials_file} (catalog settings in "
-          f"{profile.env_file}, mode 0600)", file=sys.stderr)
+    s3a = refreshing(handle.s3a(settings.s3_endpoint), args.sdk)
+    print(
+        f"wrote AWS profile {profile.name} to {profile.credentials_file} (catalog settings in "
+        f"{profile.env_file}, mode 0600)",
+        file=sys.stderr,
+    )
     for line in show(engine_settings(s3a, profile, args.format)):
         print(line)
     return 0

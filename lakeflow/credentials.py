@@ -6,17 +6,17 @@ Flink's ``flink-s3-fs-hadoop`` and Spark's ``s3a`` read ``fs.s3a.*``. One functi
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 from urllib.parse import urlparse
 
 from lakeflow.secret import REDACTED, redact
 
 TEMPORARY_PROVIDER = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
 SIMPLE_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-S3A_SECRET_KEYS = frozenset({"fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token",
-                             "fs.s3a.encryption.key"})
+S3A_SECRET_KEYS = frozenset({"fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token", "fs.s3a.encryption.key"})
 
 
 @dataclass(frozen=True)
@@ -39,22 +39,24 @@ class VendedConfig:
     credentials: Sequence[StorageCredential] = ()
 
     def __repr__(self) -> str:
-        return (f"VendedConfig(location={self.location!r}, config={redact(self.config)!r}, "
-                f"credentials={list(self.credentials)!r})")
+        return (
+            f"VendedConfig(location={self.location!r}, config={redact(self.config)!r}, "
+            f"credentials={list(self.credentials)!r})"
+        )
 
     def merged(self) -> dict[str, str]:
         """``config`` overlaid with the credential whose prefix best matches the location."""
-        best: Optional[StorageCredential] = None
+        best: StorageCredential | None = None
         for cred in self.credentials:
-            if self.location.startswith(cred.prefix.rstrip("/")) or not cred.prefix:
-                if best is None or len(cred.prefix) > len(best.prefix):
-                    best = cred
+            matches = self.location.startswith(cred.prefix.rstrip("/")) or not cred.prefix
+            if matches and (best is None or len(cred.prefix) > len(best.prefix)):
+                best = cred
         if best is None and self.credentials:
             best = self.credentials[0]
         return {**self.config, **(best.config if best else {})}
 
     @property
-    def expires_at(self) -> Optional[datetime]:
+    def expires_at(self) -> datetime | None:
         """When the vended credentials expire (``expiration-time`` / ``…-expires-at-ms``), if said."""
         return expiry_of(self.merged())
 
@@ -63,20 +65,22 @@ class VendedConfig:
         return "s3.access-key-id" in self.merged()
 
 
-def parse_vended(location: str, config: Optional[Mapping[str, Any]],
-                 storage_credentials: Optional[Sequence[Mapping[str, Any]]]) -> VendedConfig:
+def parse_vended(
+    location: str, config: Mapping[str, Any] | None, storage_credentials: Sequence[Mapping[str, Any]] | None
+) -> VendedConfig:
     """Build a :class:`VendedConfig` from a Lakekeeper load/credentials response's parts."""
     creds = tuple(
-        StorageCredential(prefix=str(c.get("prefix", "")),
-                          config={str(k): str(v) for k, v in (c.get("config") or {}).items()})
+        StorageCredential(
+            prefix=str(c.get("prefix", "")), config={str(k): str(v) for k, v in (c.get("config") or {}).items()}
+        )
         for c in (storage_credentials or ())
     )
-    return VendedConfig(location=location,
-                        config={str(k): str(v) for k, v in (config or {}).items()},
-                        credentials=creds)
+    return VendedConfig(
+        location=location, config={str(k): str(v) for k, v in (config or {}).items()}, credentials=creds
+    )
 
 
-def expiry_of(config: Mapping[str, str]) -> Optional[datetime]:
+def expiry_of(config: Mapping[str, str]) -> datetime | None:
     """The credential expiry in a vended config as an aware UTC datetime, or None."""
     for key in ("expiration-time", "s3.session-token-expires-at-ms"):
         raw = config.get(key)
@@ -96,7 +100,7 @@ class S3ASettings:
     """Hadoop S3A settings (``fs.s3a.*``) for one table, with views for each engine."""
 
     hadoop: Mapping[str, str] = field(repr=False)
-    expires_at: Optional[datetime] = None
+    expires_at: datetime | None = None
 
     def __repr__(self) -> str:
         return f"S3ASettings(hadoop={self.redacted()!r}, expires_at={self.expires_at!r})"
@@ -116,11 +120,13 @@ class S3ASettings:
         """Keyword arguments for ``boto3.client("s3", **kwargs)``."""
         h = self.hadoop
         kwargs: dict[str, Any] = {}
-        for src, dst in (("fs.s3a.access.key", "aws_access_key_id"),
-                         ("fs.s3a.secret.key", "aws_secret_access_key"),
-                         ("fs.s3a.session.token", "aws_session_token"),
-                         ("fs.s3a.endpoint", "endpoint_url"),
-                         ("fs.s3a.endpoint.region", "region_name")):
+        for src, dst in (
+            ("fs.s3a.access.key", "aws_access_key_id"),
+            ("fs.s3a.secret.key", "aws_secret_access_key"),
+            ("fs.s3a.session.token", "aws_session_token"),
+            ("fs.s3a.endpoint", "endpoint_url"),
+            ("fs.s3a.endpoint.region", "region_name"),
+        ):
             if h.get(src):
                 kwargs[dst] = h[src]
         if h.get("fs.s3a.path.style.access") == "true":
@@ -145,7 +151,7 @@ class S3ASettings:
         raise ValueError(f"unknown format {fmt!r}: expected flink, spark, s3a or boto3")
 
 
-def to_s3a(vended: VendedConfig, endpoint_override: Optional[str] = None) -> S3ASettings:
+def to_s3a(vended: VendedConfig, endpoint_override: str | None = None) -> S3ASettings:
     """Translate vended ``s3.*`` keys into ``fs.s3a.*`` (see the table in the README).
 
     ``endpoint_override`` replaces ``s3.endpoint`` (a host-side client cannot reach the
@@ -188,5 +194,13 @@ def show(config: Mapping[str, str], show_secrets: bool = False) -> list[str]:
     return [f"{k}={v}" for k, v in sorted(shown.items())]
 
 
-__all__ = ["REDACTED", "S3ASettings", "StorageCredential", "VendedConfig", "expiry_of",
-           "parse_vended", "show", "to_s3a"]
+__all__ = [
+    "REDACTED",
+    "S3ASettings",
+    "StorageCredential",
+    "VendedConfig",
+    "expiry_of",
+    "parse_vended",
+    "show",
+    "to_s3a",
+]

@@ -13,9 +13,10 @@ refused (:class:`RedirectRefused`) by every session made here, before anything i
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Optional, TypeVar, Union
+from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -31,7 +32,7 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 RETRY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "POST", "DELETE", "PATCH"})
 
 S = TypeVar("S", bound=requests.Session)
-Origin = tuple[str, str, Optional[int]]  # scheme, host, port
+Origin = tuple[str, str, int | None]  # scheme, host, port
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,10 @@ class HttpOptions:
     backoff_max: float = 30.0
     jitter: float = 0.5
     retry_after_max: int = 120
-    verify: Union[bool, str] = True
+    verify: bool | str = True
     retry_statuses: frozenset = RETRY_STATUSES  # e.g. without 500 where a 500 is a deterministic answer
-    retry_methods: frozenset = RETRY_METHODS    # e.g. reads only, where a repeated write is not safe
+    retry_methods: frozenset = RETRY_METHODS  # e.g. reads only, where a repeated write is not safe
+    deadline: float = 120.0  # for callers reading with read_body: seconds for one whole answer's body
 
     def retry(self) -> Retry:
         """The urllib3 retry policy these options describe."""
@@ -95,15 +97,19 @@ def _refuse_cross_origin_redirect(response: requests.Response, **kwargs: Any) ->
         return
     response.close()
     to = _origin_text(urljoin(response.url, target))
-    raise RedirectRefused(f"redirect from {_origin_text(response.url)} to {to} refused: credentials go to the "
-                          "configured origin only (configure the URL it redirects to instead)", response=response)
+    raise RedirectRefused(
+        f"redirect from {_origin_text(response.url)} to {to} refused: credentials go to the "
+        "configured origin only (configure the URL it redirects to instead)",
+        response=response,
+    )
 
 
 def read_body(response: requests.Response, deadline: float, max_bytes: int, cut: bool = False) -> bytes:
     """The body of a streamed ``response``, read in pieces as they arrive until ``deadline``
     (``time.monotonic()``; a piece is awaited at most the read timeout). Larger than ``max_bytes``:
     refused, or with ``cut`` its first ``max_bytes``. Closes the response."""
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     limit = max_bytes if cut else max_bytes + 1
     try:
         while size < limit:
@@ -140,7 +146,7 @@ class _Adapter(HTTPAdapter):
         return super().send(request, *args, **kwargs)
 
 
-def configure(session: S, options: HttpOptions, auth: Optional[AuthBase] = None) -> S:
+def configure(session: S, options: HttpOptions, auth: AuthBase | None = None) -> S:
     """Mount the retrying, timing-out adapter on ``session``, refuse redirects to other origins and
     set User-Agent, TLS and auth."""
     adapter = _Adapter(options)
@@ -154,6 +160,19 @@ def configure(session: S, options: HttpOptions, auth: Optional[AuthBase] = None)
     return session
 
 
-def new_session(options: HttpOptions = HttpOptions(), auth: Optional[AuthBase] = None) -> requests.Session:
+def new_session(options: HttpOptions = HttpOptions(), auth: AuthBase | None = None) -> requests.Session:
     """A new requests ``Session`` configured by :func:`configure`."""
     return configure(requests.Session(), options, auth)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1 right now, from the ephemeral range (so never
+    the 8081/6123 of make cluster-up)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()

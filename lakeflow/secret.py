@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 REDACTED = "***"
 
@@ -41,12 +41,34 @@ class Secret:
 # Fragments that mark a configuration key as secret, matched with separators removed, in any of
 # the key styles we meet (Lakekeeper ``s3.secret-access-key``, Hadoop ``fs.s3a.secret.key``, boto3
 # ``aws_session_token``, Kafka ``sasl.jaas.config``, JDBC ``pwd``, Iceberg REST ``credential``).
-_SECRET_MARKERS = ("secret", "token", "password", "passwd", "pwd", "accesskey", "apikey", "privatekey",
-                   "credential", "jaas", "userinfo", "ssekey", "encryptionkey")
+_SECRET_MARKERS = (
+    "secret",
+    "token",
+    "password",
+    "passwd",
+    "pwd",
+    "accesskey",
+    "apikey",
+    "privatekey",
+    "credential",
+    "jaas",
+    "userinfo",
+    "ssekey",
+    "encryptionkey",
+)
 _SECRET_WORDS = frozenset({"auth", "authorization"})  # as a key's last word (``http.auth``)
 # Keys naming when a secret expires, or where / how one is found, rather than the secret itself.
-_NOT_SECRET_SUFFIXES = ("expires-at-ms", "expiration-time", "expires-at", "provider", "file", "path", "url",
-                        "uri", "type")
+_NOT_SECRET_SUFFIXES = (
+    "expires-at-ms",
+    "expiration-time",
+    "expires-at",
+    "provider",
+    "file",
+    "path",
+    "url",
+    "uri",
+    "type",
+)
 _SEPARATORS = re.compile(r"[^a-z0-9]+")
 
 
@@ -76,6 +98,7 @@ _USER_KEYS = frozenset({"user", "username", "uid", "userid"})
 
 def redact_url(url: str) -> str:
     """``url`` fit for a message: its password and secret parameters as ``***`` (the user kept)."""
+
     def userinfo(m: re.Match) -> str:
         user, colon, _ = m.group(1).partition(":")
         return f"{user}:{REDACTED}@" if colon else f"{REDACTED}@"

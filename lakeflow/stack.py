@@ -11,57 +11,126 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import re
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence
-from urllib.parse import quote, urlparse
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
 
-from lakeflow.catalog.base import CatalogError
-from lakeflow.secret import Secret, redact_url, write_private
-from lakeflow.settings import SettingsError, read_env_file
+from pydantic import Field, model_validator
+
+from lakeflow.catalog.errors import CatalogError, error_from
+from lakeflow.secret import write_private
+from lakeflow.settings import SettingsError
+from lakeflow.settings.core import TOKEN_URL_EXAMPLE
+from lakeflow.settings.env import EnvModel, Flag, Line, Namespace, Token, choices, load, overlay, parsed, url
 
 if TYPE_CHECKING:  # requests is imported where it is used: `lakeflow --help` stays fast
     import requests
 
 DEFAULT_STACK_ENV = Path("deploy/stack.env")
-_LEVEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
 _FLAVORS = ("s3-compat", "aws")
+
+
+def _warehouse_name(raw: str) -> str:
+    if "/" in raw:
+        raise ValueError(raw)
+    return raw
+
+
 # Lakekeeper's type, and the Iceberg REST spec's name for the same 409.
 _NAMESPACE_EXISTS = ("NamespaceAlreadyExists", "AlreadyExistsException")
 
 Report = Callable[[str], None]
 
 
-@dataclass(frozen=True)
-class StackConfig:
-    """Where Lakekeeper is, how to authenticate, and the warehouse + namespace to create."""
+class StackConfig(EnvModel):
+    """Local Lakekeeper stack: `make stack` / `lakeflow stack bootstrap` (docs/stack.md).
 
-    lakekeeper: str
-    token_url: Optional[str]
-    client_id: Optional[str]
-    client_secret: Optional[Secret]
-    scope: Optional[str]
-    warehouse: str
-    bucket: str
-    key_prefix: str
-    s3_endpoint: Optional[str]  # as Lakekeeper reaches the store (vended to clients)
-    s3_public_endpoint: Optional[str]  # as a client on this host reaches it (S3_ENDPOINT)
-    s3_region: str
-    path_style: bool
-    flavor: str
-    sts_enabled: bool
-    access_key_id: Secret
-    secret_access_key: Secret
-    namespace: tuple[str, ...]
+    Read from the environment over deploy/stack.env (the stack's development defaults), NOT from
+    .env.local: set them in the environment to bootstrap another Lakekeeper. Compose alone also
+    reads STACK_PG_PASSWORD, STACK_PG_ENCRYPTION_KEY and STACK_KEYCLOAK_ADMIN_PASSWORD there.
+    """
+
+    lakekeeper: Annotated[str, url("http://localhost:8181", base=True)] = Field(
+        "http://localhost:8181", alias="STACK_LAKEKEEPER_URL", description="Lakekeeper as this host reaches it."
+    )
+    token_url: Annotated[str, url(TOKEN_URL_EXAMPLE)] | None = Field(
+        None,
+        alias="STACK_OAUTH_TOKEN_URL",
+        examples=["http://localhost:8080/realms/iceberg/protocol/openid-connect/token"],
+        description="The bootstrap's OAuth2 token endpoint (unset: a Lakekeeper without authentication).",
+    )
+    client_id: Line | None = Field(
+        None, alias="STACK_OAUTH_CLIENT_ID", examples=["lakeflow"], description="The bootstrap's OAuth2 client id."
+    )
+    client_secret: Token | None = Field(
+        None, alias="STACK_OAUTH_CLIENT_SECRET", description="The bootstrap's OAuth2 client secret."
+    )
+    scope: Line | None = Field(
+        "lakekeeper", alias="STACK_OAUTH_SCOPE", description="Scope requested with the bootstrap's token."
+    )
+    warehouse: Annotated[str, parsed(_warehouse_name, "a warehouse name without '/'")] = Field(
+        alias="STACK_WAREHOUSE",
+        examples=["lakeflow"],
+        description="the warehouse name to create (kept if it exists), e.g. lakeflow",
+    )
+    bucket: str = Field(alias="STACK_BUCKET", examples=["lakeflow"], description="the S3 bucket of the warehouse")
+    key_prefix: str = Field(
+        "", alias="STACK_KEY_PREFIX", examples=["warehouse"], description="Key prefix of the warehouse in the bucket."
+    )
+    s3_endpoint: Annotated[str, url("http://minio:9000", base=True)] | None = Field(
+        None,
+        alias="STACK_S3_ENDPOINT",
+        examples=["http://minio:9000"],
+        description="S3 endpoint as Lakekeeper reaches it (vended to clients).",
+    )
+    s3_public_endpoint: Annotated[str, url("http://localhost:9000", base=True)] | None = Field(
+        None,
+        alias="STACK_S3_PUBLIC_ENDPOINT",
+        examples=["http://localhost:9000"],
+        description="The same store as this host reaches it (written as S3_ENDPOINT).",
+    )
+    s3_region: str = Field("us-east-1", alias="STACK_S3_REGION", description="S3 region of the bucket.")
+    path_style: Flag = Field(True, alias="STACK_S3_PATH_STYLE", description="Path-style S3 access (true/false).")
+    flavor: Annotated[str, choices(_FLAVORS)] = Field(
+        "s3-compat", alias="STACK_S3_FLAVOR", description="s3-compat (MinIO, SeaweedFS, …) or aws."
+    )
+    sts_enabled: Flag = Field(
+        True, alias="STACK_STS_ENABLED", description="Lakekeeper vends STS credentials (true/false)."
+    )
+    access_key_id: Token = Field(
+        alias="STACK_S3_ACCESS_KEY_ID", description="the S3 access key Lakekeeper uses (and assumes roles with)"
+    )
+    secret_access_key: Token = Field(
+        alias="STACK_S3_SECRET_ACCESS_KEY", description="the S3 secret key Lakekeeper uses"
+    )
+    namespace: Namespace = Field(("iot",), alias="NAMESPACE", description="The namespace to create.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _oauth_only_with_a_token_url(cls, data: Any) -> Any:
+        """Without STACK_OAUTH_TOKEN_URL the client id, secret and scope are unused; the key
+        prefix loses its slashes."""
+        if not isinstance(data, Mapping):
+            return data
+        data = {**data, "STACK_KEY_PREFIX": str(data.get("STACK_KEY_PREFIX", "")).strip("/")}
+        if not data.get("STACK_OAUTH_TOKEN_URL"):
+            data = {k: v for k, v in data.items() if not k.startswith("STACK_OAUTH_")}
+            data["STACK_OAUTH_SCOPE"] = None
+        return data
 
     def storage_profile(self) -> dict[str, object]:
         """The ``storage-profile`` of ``POST /management/v1/warehouse`` (S3Profile)."""
         profile: dict[str, object] = {
-            "type": "s3", "bucket": self.bucket, "key-prefix": self.key_prefix,
-            "region": self.s3_region, "path-style-access": self.path_style,
-            "flavor": self.flavor, "sts-enabled": self.sts_enabled,
+            "type": "s3",
+            "bucket": self.bucket,
+            "key-prefix": self.key_prefix,
+            "region": self.s3_region,
+            "path-style-access": self.path_style,
+            "flavor": self.flavor,
+            "sts-enabled": self.sts_enabled,
         }
         if self.s3_endpoint:
             profile["endpoint"] = self.s3_endpoint
@@ -69,92 +138,27 @@ class StackConfig:
 
     def storage_credential(self) -> dict[str, str]:
         """The ``storage-credential`` (S3 access key). Holds secrets: request bodies only."""
-        return {"type": "s3", "credential-type": "access-key",
-                "aws-access-key-id": self.access_key_id.reveal(),
-                "aws-secret-access-key": self.secret_access_key.reveal()}
+        return {
+            "type": "s3",
+            "credential-type": "access-key",
+            "aws-access-key-id": self.access_key_id.reveal(),
+            "aws-secret-access-key": self.secret_access_key.reveal(),
+        }
 
 
-def load_stack_config(env: Mapping[str, str], env_file: Optional[Path] = DEFAULT_STACK_ENV) -> StackConfig:
+def load_stack_config(env: Mapping[str, str], env_file: Path | None = DEFAULT_STACK_ENV) -> StackConfig:
     """``STACK_*`` (and ``NAMESPACE``) from ``env`` over ``env_file``; every error at once."""
-    values = {**(read_env_file(env_file) if env_file else {}),
-              **{k: v for k, v in env.items() if v.strip()}}
-    errors: list[str] = []
-
-    def get(name: str, default: Optional[str] = None) -> Optional[str]:
-        v = values.get(name, "").strip()
-        return v or default
-
-    def required(name: str, expected: str) -> str:
-        v = get(name)
-        if v is None:
-            errors.append(f"{name} is missing: expected {expected}")
-        return v or ""
-
-    def url(name: str, default: Optional[str] = None) -> Optional[str]:
-        v = get(name, default)
-        if v is not None and (urlparse(v).scheme not in ("http", "https") or not urlparse(v).netloc):
-            errors.append(f"{name}={redact_url(v)!r}: expected an http(s) URL")
-        return v.rstrip("/") if v else None
-
-    def flag(name: str, default: str) -> bool:
-        v = (get(name, default) or default).lower()
-        if v not in ("true", "false"):
-            errors.append(f"{name}={v!r}: expected true or false")
-        return v == "true"
-
-    token_url = url("STACK_OAUTH_TOKEN_URL")
-    client_id = get("STACK_OAUTH_CLIENT_ID")
-    secret = get("STACK_OAUTH_CLIENT_SECRET")
-    if token_url and not (client_id and secret):
-        errors.append("STACK_OAUTH_CLIENT_ID and STACK_OAUTH_CLIENT_SECRET are needed with "
-                      "STACK_OAUTH_TOKEN_URL (leave all three empty for a Lakekeeper without auth)")
-    flavor = get("STACK_S3_FLAVOR", "s3-compat") or ""
-    if flavor not in _FLAVORS:
-        errors.append(f"STACK_S3_FLAVOR={flavor!r}: expected one of {', '.join(_FLAVORS)}")
-    namespace_raw = get("NAMESPACE", "iot") or "iot"
-    namespace = tuple(namespace_raw.split("."))
-    if not all(_LEVEL.match(level) for level in namespace):
-        errors.append(f"NAMESPACE={namespace_raw!r}: expected dot-separated levels of letters, "
-                      "digits, '_' or '-'")
-    warehouse = required("STACK_WAREHOUSE", "the warehouse name to create, e.g. lakeflow")
-    if "/" in warehouse:
-        errors.append(f"STACK_WAREHOUSE={warehouse!r}: a warehouse name may not contain '/'")
-
-    config = StackConfig(
-        lakekeeper=url("STACK_LAKEKEEPER_URL", "http://localhost:8181") or "",
-        token_url=token_url,
-        client_id=client_id if token_url else None,
-        client_secret=Secret(secret) if token_url and secret else None,
-        scope=get("STACK_OAUTH_SCOPE", "lakekeeper") if token_url else None,
-        warehouse=warehouse,
-        bucket=required("STACK_BUCKET", "the S3 bucket of the warehouse"),
-        key_prefix=(get("STACK_KEY_PREFIX", "") or "").strip("/"),
-        s3_endpoint=url("STACK_S3_ENDPOINT"),
-        s3_public_endpoint=url("STACK_S3_PUBLIC_ENDPOINT"),
-        s3_region=get("STACK_S3_REGION", "us-east-1") or "us-east-1",
-        path_style=flag("STACK_S3_PATH_STYLE", "true"),
-        flavor=flavor,
-        sts_enabled=flag("STACK_STS_ENABLED", "true"),
-        access_key_id=Secret(required("STACK_S3_ACCESS_KEY_ID", "the S3 access key Lakekeeper uses")),
-        secret_access_key=Secret(required("STACK_S3_SECRET_ACCESS_KEY", "the S3 secret key Lakekeeper uses")),
-        namespace=namespace,
-    )
-    if errors:
-        where = f" (environment over {env_file})" if env_file else " (from the environment only)"
-        raise SettingsError(f"invalid stack settings{where}:\n  " + "\n  ".join(errors))
-    return config
-
-
-def error_from(resp: requests.Response, what: str) -> CatalogError:
-    """A ``CatalogError`` carrying Lakekeeper's ``type``, ``message`` and error id (plain text tolerated)."""
-    try:
-        err = resp.json()["error"]
-        message, type_ = str(err.get("message", "")), str(err.get("type", ""))
-        error_id = next((s.split(":", 1)[1].strip() for s in err.get("stack") or []
-                         if isinstance(s, str) and s.startswith("Error ID:")), "")
-    except (ValueError, KeyError, TypeError, AttributeError):
-        message, type_, error_id = resp.text.strip()[:500] or resp.reason, "", ""
-    return CatalogError(f"{what}: {message}", type=type_, code=resp.status_code, error_id=error_id)
+    values = overlay(env, env_file)
+    problems = []
+    if values.get("STACK_OAUTH_TOKEN_URL") and not (
+        values.get("STACK_OAUTH_CLIENT_ID") and values.get("STACK_OAUTH_CLIENT_SECRET")
+    ):
+        problems.append(
+            "STACK_OAUTH_CLIENT_ID and STACK_OAUTH_CLIENT_SECRET are needed with "
+            "STACK_OAUTH_TOKEN_URL (leave all three empty for a Lakekeeper without auth)"
+        )
+    where = f"environment over {env_file}" if env_file else "from the environment only"
+    return load(StackConfig, values, f"stack settings ({where})", problems)
 
 
 class LakekeeperAdmin:
@@ -164,59 +168,72 @@ class LakekeeperAdmin:
         self.base = base_url.rstrip("/")
         self.session = session
 
-    def _call(self, method: str, path: str, **kwargs: object) -> requests.Response:
+    def _call(self, method: str, path: str, json: Mapping[str, Any] | None = None) -> requests.Response:
         import requests
 
         from lakeflow.auth import AuthError
 
         try:
-            resp = self.session.request(method, self.base + path, **kwargs)
+            resp = self.session.request(method, self.base + path, json=json)
         except AuthError as exc:
             raise CatalogError(str(exc)) from None
         except requests.RequestException as exc:
             raise CatalogError(f"{method} {self.base}{path} failed: {type(exc).__name__}") from exc
         if resp.status_code == 401:
-            raise error_from(resp, f"{method} {path}: not authenticated (set STACK_OAUTH_*; a "
-                                   "token's aud must hold Lakekeeper's audience and its iss be "
-                                   "an accepted issuer: docs/oauth.md)")
+            raise self._error(
+                resp,
+                f"{method} {path}: not authenticated (set STACK_OAUTH_*; a "
+                "token's aud must hold Lakekeeper's audience and its iss be "
+                "an accepted issuer: docs/oauth.md)",
+            )
         return resp
+
+    @staticmethod
+    def _error(resp: requests.Response, what: str) -> CatalogError:
+        return error_from(resp.status_code, resp.content, what=what, reason=resp.reason)
 
     def bootstrap(self) -> bool:
         """Accept the terms of use; False when the server was already bootstrapped."""
         resp = self._call("POST", "/management/v1/bootstrap", json={"accept-terms-of-use": True})
         if resp.status_code == 204:
             return True
-        error = error_from(resp, "bootstrap")
+        error = self._error(resp, "bootstrap")
         if resp.status_code == 400 and error.type == "CatalogAlreadyBootstrapped":
             return False
         raise error
 
-    def find_warehouse(self, name: str) -> Optional[dict]:
+    def find_warehouse(self, name: str) -> dict | None:
         """The warehouse called ``name`` (GetWarehouseResponse), or None."""
         resp = self._call("GET", "/management/v1/warehouse")
         if resp.status_code != 200:
-            raise error_from(resp, "list warehouses")
+            raise self._error(resp, "list warehouses")
         return next((w for w in resp.json()["warehouses"] if w["name"] == name), None)
 
-    def create_warehouse(self, config: StackConfig) -> Optional[str]:
+    def create_warehouse(self, config: StackConfig) -> str | None:
         """Create the warehouse; its id, or None when the name is taken (409)."""
-        body = {"warehouse-name": config.warehouse, "storage-profile": config.storage_profile(),
-                "storage-credential": config.storage_credential()}
+        body = {
+            "warehouse-name": config.warehouse,
+            "storage-profile": config.storage_profile(),
+            "storage-credential": config.storage_credential(),
+        }
         resp = self._call("POST", "/management/v1/warehouse", json=body)
         if resp.status_code == 201:
             return str(resp.json()["warehouse-id"])
-        error = error_from(resp, f"create warehouse {config.warehouse}")
+        error = self._error(resp, f"create warehouse {config.warehouse}")
         if resp.status_code == 409 and error.type == "WarehouseNameAlreadyExists":
             return None
         raise error
 
     def create_namespace(self, prefix: str, levels: Sequence[str]) -> bool:
         """Create one namespace (its parent must exist); False when it already exists."""
-        resp = self._call("POST", f"/catalog/v1/{quote(prefix, safe='')}/namespaces",
-                          json={"namespace": list(levels), "properties": {}})
+        resp = self._call(
+            "POST",
+            f"/catalog/v1/{quote(prefix, safe='')}/namespaces",
+            json={"namespace": list(levels), "properties": {}},
+        )
         if resp.status_code == 200:
             return True
-        error = error_from(resp, f"create namespace {'.'.join(levels)}")
+        error = self._error(resp, f"create namespace {'.'.join(levels)}")
         if resp.status_code == 409 and error.type in _NAMESPACE_EXISTS:
             return False
         raise error
@@ -239,8 +256,10 @@ def wait_healthy(base_url: str, timeout_s: float, report: Report, interval_s: fl
             last = type(exc).__name__
         now = time.monotonic()
         if now - start >= timeout_s:
-            raise CatalogError(f"Lakekeeper at {base_url} is not healthy after {timeout_s:.0f} s "
-                               f"(last: {last}); is the stack up? (docker compose ps)")
+            raise CatalogError(
+                f"Lakekeeper at {base_url} is not healthy after {timeout_s:.0f} s "
+                f"(last: {last}); is the stack up? (docker compose ps)"
+            )
         if now >= next_note:
             report(f"waiting for Lakekeeper at {url} ({now - start:.0f} s, last: {last})")
             next_note = now + 10
@@ -282,8 +301,10 @@ def _ensure_warehouse(admin: LakekeeperAdmin, config: StackConfig, report: Repor
             return new_id, True
         existing = admin.find_warehouse(config.warehouse)  # created meanwhile: 409
         if existing is None:
-            raise CatalogError(f"warehouse {config.warehouse} exists (409) but is not listed: "
-                               "is it deactivated, or in another project?")
+            raise CatalogError(
+                f"warehouse {config.warehouse} exists (409) but is not listed: "
+                "is it deactivated, or in another project?"
+            )
     _report_drift(existing, config, report)
     return str(existing["id"]), False
 
@@ -294,17 +315,23 @@ def _report_drift(existing: Mapping, config: StackConfig, report: Report) -> Non
     want = config.storage_profile()
     for key in ("bucket", "key-prefix", "endpoint", "sts-enabled"):
         if key in want and have.get(key) != want[key]:
-            report(f"warning: warehouse {config.warehouse} has {key}={have.get(key)!r}, "
-                   f"configured {want[key]!r}; left as it is")
+            report(
+                f"warning: warehouse {config.warehouse} has {key}={have.get(key)!r}, "
+                f"configured {want[key]!r}; left as it is"
+            )
 
 
 def env_lines(config: StackConfig, result: BootstrapResult) -> dict[str, str]:
     """The ``.env.local`` entries that point lakeflow at this Lakekeeper (secrets included)."""
     lines = {"LAKEKEEPER": config.lakekeeper, "WAREHOUSE_ID": result.warehouse_id}
     if config.token_url and config.client_id and config.client_secret:
-        lines.update(TOKEN="", OAUTH_TOKEN_URL=config.token_url, OAUTH_CLIENT_ID=config.client_id,
-                     OAUTH_CLIENT_SECRET=config.client_secret.reveal(),
-                     OAUTH_SCOPE=config.scope or "")
+        lines.update(
+            TOKEN="",
+            OAUTH_TOKEN_URL=config.token_url,
+            OAUTH_CLIENT_ID=config.client_id,
+            OAUTH_CLIENT_SECRET=config.client_secret.reveal(),
+            OAUTH_SCOPE=config.scope or "",
+        )
     if config.s3_public_endpoint:
         lines["S3_ENDPOINT"] = config.s3_public_endpoint
     lines["NAMESPACE"] = ".".join(config.namespace)
@@ -319,7 +346,7 @@ def write_env(path: Path, lines: Mapping[str, str]) -> None:
     text = path.read_text() if path.exists() else ""
     out, found = [], set()
     for binding in parse_stream(io.StringIO(text)):
-        if binding.key in lines:  # every occurrence, as python-dotenv's set_key does
+        if binding.key is not None and binding.key in lines:  # every occurrence, as set_key does
             out.append(f"{binding.key}={lines[binding.key]}\n")
             found.add(binding.key)
         else:
@@ -338,30 +365,48 @@ def open_session(config: StackConfig) -> requests.Session:
     options = HttpOptions(max_retries=3)
     if not (config.token_url and config.client_id and config.client_secret):
         return new_session(options)
-    provider = OAuthClientCredentials(config.token_url, config.client_id, config.client_secret,
-                                      config.scope, options=options)
+    provider = OAuthClientCredentials(
+        config.token_url, config.client_id, config.client_secret, config.scope, options=options
+    )
     return new_session(options, BearerAuth(provider))
 
 
 # --- CLI -------------------------------------------------------------------------------------
 
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """``lakeflow stack bootstrap``."""
-    stack = subparsers.add_parser("stack", help="set up a Lakekeeper for lakeflow (local Docker stack "
-                                                "or any server)", description=__doc__)
+    stack = subparsers.add_parser(
+        "stack", help="set up a Lakekeeper for lakeflow (local Docker stack or any server)", description=__doc__
+    )
     sub = stack.add_subparsers(dest="stack_command", metavar="COMMAND", required=True)
     boot = sub.add_parser(
-        "bootstrap", help="bootstrap Lakekeeper, create the warehouse and namespace (idempotent)",
+        "bootstrap",
+        help="bootstrap Lakekeeper, create the warehouse and namespace (idempotent)",
         description="Wait for Lakekeeper's /health, accept the terms of use (once), create the "
-                    "warehouse STACK_WAREHOUSE unless it exists, create NAMESPACE parents first, "
-                    "then print the .env.local lines that point lakeflow at it.")
-    boot.add_argument("--env-file", type=Path, default=DEFAULT_STACK_ENV,
-                      help="STACK_* defaults (the environment wins; default %(default)s)")
-    boot.add_argument("--wait", type=float, default=180.0, metavar="SECONDS",
-                      help="how long to wait for Lakekeeper's /health (default %(default)s)")
-    boot.add_argument("--write-env", type=Path, metavar="PATH",
-                      help="also set the printed entries in this dotenv file, e.g. .env.local "
-                           "(secrets are written there, never printed)")
+        "warehouse STACK_WAREHOUSE unless it exists, create NAMESPACE parents first, "
+        "then print the .env.local lines that point lakeflow at it.",
+    )
+    boot.add_argument(
+        "--env-file",
+        type=Path,
+        default=DEFAULT_STACK_ENV,
+        help="STACK_* defaults (the environment wins; default %(default)s)",
+    )
+    boot.add_argument(
+        "--wait",
+        type=float,
+        default=180.0,
+        metavar="SECONDS",
+        help="how long to wait for Lakekeeper's /health (default %(default)s)",
+    )
+    boot.add_argument(
+        "--write-env",
+        type=Path,
+        metavar="PATH",
+        help="also set the printed entries in this dotenv file, e.g. .env.local "
+        "(secrets are written there, never printed)",
+    )
     boot.set_defaults(handler=_bootstrap_command)
 
 
@@ -383,6 +428,8 @@ def _bootstrap_command(args: argparse.Namespace) -> int:
         write_env(args.write_env, lines)
         print(f"\nwritten to {args.write_env}")
     elif "OAUTH_CLIENT_SECRET" in lines:
-        print("\n(OAUTH_CLIENT_SECRET is STACK_OAUTH_CLIENT_SECRET; "
-              "`lakeflow stack bootstrap --write-env .env.local` writes all of them)")
+        print(
+            "\n(OAUTH_CLIENT_SECRET is STACK_OAUTH_CLIENT_SECRET; "
+            "`lakeflow stack bootstrap --write-env .env.local` writes all of them)"
+        )
     return 0

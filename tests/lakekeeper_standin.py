@@ -9,7 +9,8 @@ in ``.violations`` (the ``lakekeeper`` fixture fails the test when any are left)
 STS (moto's server): AssumeRole of a role whose policy allows only the table prefix.
 
 Fault knobs (``.faults``): N× 503 with Retry-After, 429, connection reset (before or after the
-server acted), plain-text errors, slow answers; and auth (``.revoke``, ``.accept``).
+server acted), plain-text errors, slow answers, answers that trickle in or are padded past any
+sensible size (valid JSON either way); and auth (``.revoke``, ``.accept``).
 Wire facts it follows: ``docs/lakekeeper.md`` and ``lakekeeper-api/NOTES.md``.
 """
 
@@ -124,13 +125,14 @@ class Recorded:
 
 @dataclass
 class Fault:
-    kind: str  # "status" | "plain" | "reset" | "delay"
+    kind: str  # "status" | "plain" | "reset" | "delay" | "trickle" | "pad"
     times: int = 1
     status: int = 503
     retry_after: Optional[str] = None
     text: str = ""
     after: bool = False  # reset: after the server acted (the answer is lost, the change is made)
-    seconds: float = 0.0  # delay
+    seconds: float = 0.0  # delay; trickle: the pause between two bytes
+    pad: int = 0  # pad: spaces appended to the JSON answer
     method: Optional[str] = None
     path_contains: Optional[str] = None
 
@@ -167,6 +169,14 @@ class Faults:
     def delay(self, seconds: float, times: int = 1, **match: str) -> None:
         """Answer ``seconds`` late; a mutation is "in progress" meanwhile and takes effect at the end."""
         self._add(Fault("delay", times, seconds=seconds, **match))
+
+    def trickle(self, seconds_per_byte: float, times: int = 1, **match: str) -> None:
+        """Send the (valid) answer's body one byte every ``seconds_per_byte``."""
+        self._add(Fault("trickle", times, seconds=seconds_per_byte, **match))
+
+    def oversize(self, pad: int, times: int = 1, **match: str) -> None:
+        """Append ``pad`` spaces to the (valid) JSON answer: still JSON, just huge."""
+        self._add(Fault("pad", times, pad=pad, **match))
 
     def pending(self) -> int:
         """How many injected faults have not been served yet."""
@@ -331,6 +341,8 @@ class LakekeeperStandin:
             self._check_response(request, response)
         if fault and fault.kind == "reset":  # after=True: the change is made, the answer lost
             self._reset(environ)
+        if fault and fault.kind in ("trickle", "pad"):
+            _reshape(response, fault)
         return response(environ, start_response)
 
     def _dispatch(self, request: Request) -> Response:
@@ -635,6 +647,19 @@ def _prefix_policy(bucket: str, key: str) -> dict[str, Any]:
          "Condition": {"StringLike": {"s3:prefix": [key, f"{key}/*"]}}},
         {"Effect": "Allow", "Action": ["s3:GetBucketLocation"], "Resource": [f"arn:aws:s3:::{bucket}"]},
     ]}
+
+
+def _reshape(response: Response, fault: Fault) -> None:
+    """The checked answer's body sent slowly (trickle) or padded with spaces (pad)."""
+    data = response.get_data() + b" " * fault.pad
+
+    def trickle():
+        for i in range(len(data)):
+            time.sleep(fault.seconds)
+            yield data[i:i + 1]
+
+    response.response = trickle() if fault.kind == "trickle" else [data]
+    response.headers["Content-Length"] = str(len(data))
 
 
 def _error(code: int, kind: str, message: str, headers: Optional[dict] = None) -> Response:

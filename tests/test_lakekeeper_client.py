@@ -18,7 +18,8 @@ from botocore.exceptions import ClientError
 
 from lakeflow.auth import StaticToken
 from lakeflow.catalog.base import CatalogError, TableNotFound
-from lakeflow.catalog.lakekeeper import LakekeeperCatalog, error_from
+from lakeflow.catalog.errors import AccessDenied, CatalogUnavailable, error_from
+from lakeflow.catalog.lakekeeper import MAX_ANSWER_BYTES, LakekeeperCatalog
 from lakeflow.credentials import to_s3a
 from lakeflow.http import USER_AGENT, HttpOptions
 from lakeflow.secret import Secret
@@ -105,7 +106,7 @@ def test_warehouse_name_is_resolved_once(lakekeeper):
 def test_a_warehouse_name_in_the_url_is_refused_by_the_server(lakekeeper):
     response = requests.get(f"{lakekeeper.url}/lakekeeper/v1/{lakekeeper.warehouse_name}/namespaces/iot"
                             "/generic-tables", headers={"Authorization": f"Bearer {lakekeeper.token}"})
-    error = error_from("list", response)
+    error = error_from(response.status_code, response.content, what="list")
     assert (error.code, error.type) == (400, "WarehouseIdIsNotUUID")
     assert UUID_RE.match(error.error_id)
 
@@ -243,6 +244,57 @@ def test_timeout_is_applied(lakekeeper):
     catalog = client(lakekeeper, options=HttpOptions(timeout=0.3, max_retries=0))
     with pytest.raises(CatalogError, match="timed out"):
         catalog.list_tables(NS)
+
+
+def test_a_trickling_answer_is_cut_at_the_deadline(lakekeeper):
+    """Each byte arrives well within the read timeout; the whole answer does not within the deadline."""
+    catalog = client(lakekeeper, options=HttpOptions(timeout=5, max_retries=0, deadline=0.5))
+    catalog.register(NS, "t")
+    lakekeeper.faults.trickle(0.05, method="GET", path_contains="/generic-tables/t")
+    started = time.monotonic()
+    with pytest.raises(CatalogUnavailable, match="load iot.t: Lakekeeper at .* did not answer: answer not "
+                                                 "complete within its deadline"):
+        catalog.load(NS, "t")
+    assert time.monotonic() - started < 2.5
+
+
+def test_an_oversized_answer_is_refused(lakekeeper):
+    lakekeeper.faults.oversize(MAX_ANSWER_BYTES, method="GET")
+    with pytest.raises(CatalogUnavailable, match="answer larger than 8 MiB refused"):
+        client(lakekeeper).list_tables(NS)
+    assert client(lakekeeper).list_tables(NS) == []  # the next answer is read as usual
+
+
+def test_an_answer_not_of_the_contracts_shape_is_named(lakekeeper):
+    lakekeeper.faults.plain_text(status=200, text='{"identifiers": [{"name": "t"}]}', method="GET")
+    with pytest.raises(CatalogError, match=r"list iot: unexpected answer from Lakekeeper "
+                                           r"\(identifiers\.0\.namespace: Field required"):
+        client(lakekeeper).list_tables(NS)
+
+
+def test_errors_are_classified_once(lakekeeper):
+    """One classification for every answer: not authenticated, unavailable (after retries), no answer."""
+    revoked = client(lakekeeper)
+    lakekeeper.revoke(lakekeeper.token)
+    with pytest.raises(AccessDenied) as err:
+        revoked.list_tables(NS)
+    assert (err.value.code, err.value.type) == (401, "AuthenticationFailed")
+    assert lakekeeper.token not in str(err.value)
+    lakekeeper.accept(None)
+    lakekeeper.faults.unavailable(times=10, retry_after=None)
+    with pytest.raises(CatalogUnavailable) as err:
+        client(lakekeeper).list_tables(NS)
+    assert (err.value.code, err.value.type) == (503, "ServiceUnavailable")
+    with pytest.raises(CatalogUnavailable, match="refused"):
+        LakekeeperCatalog("http://127.0.0.1:9", lakekeeper.warehouse_id, options=FAST).list_tables(NS)
+
+
+def test_the_catalog_closes_as_a_context_manager(lakekeeper):
+    with client(lakekeeper) as catalog:
+        catalog.list_tables(NS)
+        pool = catalog._session.adapters["http://"].poolmanager
+        assert len(pool.pools) == 1
+    assert len(pool.pools) == 0
 
 
 def test_plain_text_errors_are_tolerated(lakekeeper):

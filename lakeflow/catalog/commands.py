@@ -7,10 +7,14 @@ import json
 import os
 import sys
 import uuid
+from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
+
+from lakeflow.uris import S3_SCHEMES, is_s3
 
 if TYPE_CHECKING:
     from lakeflow.catalog.base import TableHandle
@@ -22,48 +26,67 @@ FORMATS = ("flink", "spark", "s3a", "boto3")
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the catalog commands to the ``lakeflow`` parser."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--namespace", metavar="NS",
-                        help="namespace, levels separated by '.' (default: $NAMESPACE, else iot)")
-    common.add_argument("--table", metavar="NAME",
-                        help="table name (default: $TABLE, else sensor-readings)")
-    common.add_argument("--local", action="store_true",
-                        help="use the embedded local catalog even when LAKEKEEPER/WAREHOUSE_ID are set")
+    common.add_argument(
+        "--namespace", metavar="NS", help="namespace, levels separated by '.' (default: $NAMESPACE, else iot)"
+    )
+    common.add_argument("--table", metavar="NAME", help="table name (default: $TABLE, else sensor-readings)")
+    common.add_argument(
+        "--local", action="store_true", help="use the embedded local catalog even when LAKEKEEPER/WAREHOUSE_ID are set"
+    )
 
     p = subparsers.add_parser(
-        "register", parents=[common], help="register the raw table (idempotent); print its location",
+        "register",
+        parents=[common],
+        help="register the raw table (idempotent); print its location",
         description="Create the generic table (format 'dataset') in the catalog, or find it "
-                    "already registered. Prints the table location on stdout; says on stderr "
-                    "whether it was created or already registered.")
+        "already registered. Prints the table location on stdout; says on stderr "
+        "whether it was created or already registered.",
+    )
     p.add_argument("--location", help="base location URI (default: the catalog chooses one)")
     p.set_defaults(handler=_register)
 
     p = subparsers.add_parser(
-        "vend", parents=[common], help="print the table's vended storage settings as key=value",
+        "vend",
+        parents=[common],
+        help="print the table's vended storage settings as key=value",
         description="Load the table with vended credentials and print the S3A settings for one "
-                    "engine as key=value lines (secrets as *** unless --show-secrets). The first "
-                    "line is a comment with the credentials' expiry.")
-    p.add_argument("--format", choices=FORMATS, default="flink",
-                   help="flink: fs.s3a.* Flink configuration; spark: spark.hadoop.fs.s3a.*; "
-                        "s3a: Hadoop fs.s3a.*; boto3: boto3 client arguments (default: flink)")
-    p.add_argument("--show-secrets", action="store_true",
-                   help="print keys and tokens in clear (they land in your terminal history)")
+        "engine as key=value lines (secrets as *** unless --show-secrets). The first "
+        "line is a comment with the credentials' expiry.",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="flink",
+        help="flink: fs.s3a.* Flink configuration; spark: spark.hadoop.fs.s3a.*; "
+        "s3a: Hadoop fs.s3a.*; boto3: boto3 client arguments (default: flink)",
+    )
+    p.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="print keys and tokens in clear (they land in your terminal history)",
+    )
     p.set_defaults(handler=_vend)
 
     p = subparsers.add_parser(
-        "doctor", parents=[common], help="check settings, token, table and storage access",
+        "doctor",
+        parents=[common],
+        help="check settings, token, table and storage access",
         description="Check, one line each (PASS/FAIL/SKIP): the settings, the token, the "
-                    "warehouse, the table, its vended credentials, and that they can put, list "
-                    "and delete a probe object under the table prefix (for a file:// table: that "
-                    "its directory is writable). Exits 1 when a check fails.")
+        "warehouse, the table, its vended credentials, and that they can put, list "
+        "and delete a probe object under the table prefix (for a file:// table: that "
+        "its directory is writable). Exits 1 when a check fails.",
+    )
     p.set_defaults(handler=_doctor)
 
     p = subparsers.add_parser(
-        "credential-process", parents=[common],
+        "credential-process",
+        parents=[common],
         help="print fresh vended credentials as AWS credential_process JSON",
         description="For ~/.aws/config: credential_process = lakeflow credential-process "
-                    "--namespace NS --table T. Prints {Version, AccessKeyId, SecretAccessKey, "
-                    "SessionToken, Expiration} from a fresh /credentials call. Its stdout holds "
-                    "secrets by contract: the AWS SDK reads it; do not redirect it to a file.")
+        "--namespace NS --table T. Prints {Version, AccessKeyId, SecretAccessKey, "
+        "SessionToken, Expiration} from a fresh /credentials call. Its stdout holds "
+        "secrets by contract: the AWS SDK reads it; do not redirect it to a file.",
+    )
     p.set_defaults(handler=_credential_process)
 
 
@@ -74,8 +97,8 @@ def _register(args: argparse.Namespace) -> int:
     from lakeflow.catalog import open_catalog
 
     settings = _settings(args)
-    catalog = open_catalog(settings)
-    handle = catalog.register(settings.namespace, settings.table, location=args.location)
+    with open_catalog(settings) as catalog:
+        handle = catalog.register(settings.namespace, settings.table, location=args.location)
     state = "created" if handle.created else "already registered"
     print(f"{state}: {handle.ident} in the {catalog.name} catalog", file=sys.stderr)
     print(handle.location)
@@ -84,15 +107,16 @@ def _register(args: argparse.Namespace) -> int:
 
 def _vend(args: argparse.Namespace) -> int:
     from lakeflow.catalog import open_catalog
-    from lakeflow.credentials import VendedConfig, show, to_s3a
+    from lakeflow.credentials import show
 
     settings = _settings(args)
-    handle = open_catalog(settings).load(settings.namespace, settings.table)
-    if urlparse(handle.location).scheme not in ("s3", "s3a"):
+    with open_catalog(settings) as catalog:
+        handle = catalog.load(settings.namespace, settings.table)
+    if not is_s3(handle.location):
         print(f"# {handle.location} is not on S3: no storage settings needed")
         return 0
-    s3a = to_s3a(handle.storage or VendedConfig(handle.location), settings.s3_endpoint)
-    if not (handle.storage and handle.storage.has_keys):
+    s3a = handle.s3a(settings.s3_endpoint)
+    if not handle.storage.has_keys:
         print("# no credentials vended (STS off): the engine's own AWS credentials apply")
     elif s3a.expires_at:
         print(f"# expires-at={_when(s3a.expires_at)}")
@@ -108,15 +132,21 @@ def _credential_process(args: argparse.Namespace) -> int:
     from lakeflow.credentials import to_s3a
 
     settings = _settings(args)
-    vended = open_catalog(settings).credentials(settings.namespace, settings.table)
+    with open_catalog(settings) as catalog:
+        vended = catalog.credentials(settings.namespace, settings.table)
     s3a = to_s3a(vended)
     kwargs = s3a.boto3()
     if "aws_access_key_id" not in kwargs:
-        print(f"lakeflow credential-process: no credentials vended for "
-              f"{settings.namespace_str}.{settings.table}", file=sys.stderr)
+        print(
+            f"lakeflow credential-process: no credentials vended for {settings.namespace_str}.{settings.table}",
+            file=sys.stderr,
+        )
         return 1
-    out = {"Version": 1, "AccessKeyId": kwargs["aws_access_key_id"],
-           "SecretAccessKey": kwargs.get("aws_secret_access_key", "")}
+    out = {
+        "Version": 1,
+        "AccessKeyId": kwargs["aws_access_key_id"],
+        "SecretAccessKey": kwargs.get("aws_secret_access_key", ""),
+    }
     if "aws_session_token" in kwargs:
         out["SessionToken"] = kwargs["aws_session_token"]
     if s3a.expires_at:
@@ -137,6 +167,7 @@ def _doctor(args: argparse.Namespace) -> int:
     from lakeflow.settings import SettingsError
 
     state: dict = {}
+    stack = ExitStack()
 
     def settings_check() -> str:
         try:
@@ -147,12 +178,13 @@ def _doctor(args: argparse.Namespace) -> int:
         return f"{s.catalog} catalog ({where}), table {s.namespace_str}.{s.table}"
 
     def catalog_check() -> str:
-        state["catalog"] = catalog = open_catalog(state["settings"])
-        if catalog.name != "lakekeeper":
-            return "embedded local catalog: no token needed"
         from lakeflow.auth import AuthError, OAuthClientCredentials
+        from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 
-        auth = catalog.auth  # type: ignore[attr-defined]
+        state["catalog"] = catalog = stack.enter_context(open_catalog(state["settings"]))
+        if not isinstance(catalog, LakekeeperCatalog):
+            return "embedded local catalog: no token needed"
+        auth = catalog.auth
         if auth is None:
             return "no TOKEN or OAUTH_*: requests are sent without a token"
         if not isinstance(auth, OAuthClientCredentials):
@@ -188,7 +220,7 @@ def _doctor(args: argparse.Namespace) -> int:
         handle = state["handle"]
         if urlparse(handle.location).scheme == "file":
             return "file:// table: none needed"
-        if not (handle.storage and handle.storage.has_keys):
+        if not handle.storage.has_keys:
             return "none vended (STS off): the default AWS credential chain applies"
         expires = handle.expires_at
         if expires and expires <= datetime.now(timezone.utc):
@@ -200,23 +232,29 @@ def _doctor(args: argparse.Namespace) -> int:
         location = urlparse(handle.location)
         if location.scheme == "file":
             return _probe_directory(Path(location.path))
-        if location.scheme not in ("s3", "s3a"):
+        if location.scheme not in S3_SCHEMES:
             raise _Failed(f"cannot probe {location.scheme}:// locations")
         return _probe_s3(handle, state["settings"])
 
     checks: list[tuple[str, Callable[[], str]]] = [
-        ("settings", settings_check), ("token", catalog_check), ("warehouse", warehouse_check),
-        ("table", table_check), ("credentials", credentials_check), ("storage", storage_check)]
-    failed: Optional[str] = None
-    for name, check in checks:
-        if failed:
-            print(f"SKIP {name}: needs {failed}")
-            continue
-        try:
-            print(f"PASS {name}: {check()}")
-        except (_Failed, CatalogError) as exc:
-            print(f"FAIL {name}: {exc}")
-            failed = name
+        ("settings", settings_check),
+        ("token", catalog_check),
+        ("warehouse", warehouse_check),
+        ("table", table_check),
+        ("credentials", credentials_check),
+        ("storage", storage_check),
+    ]
+    failed: str | None = None
+    with stack:  # closes the catalog
+        for name, check in checks:
+            if failed:
+                print(f"SKIP {name}: needs {failed}")
+                continue
+            try:
+                print(f"PASS {name}: {check()}")
+            except (_Failed, CatalogError) as exc:
+                print(f"FAIL {name}: {exc}")
+                failed = name
     return 1 if failed else 0
 
 
@@ -232,15 +270,13 @@ def _probe_directory(path: Path) -> str:
     return f"{path} is writable"
 
 
-def _probe_s3(handle: "TableHandle", settings: "Settings") -> str:
+def _probe_s3(handle: TableHandle, settings: Settings) -> str:
     """Put, list and delete a probe object under the table prefix with the vended credentials."""
     import boto3
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from lakeflow.credentials import VendedConfig, to_s3a
-
-    kwargs = to_s3a(handle.storage or VendedConfig(handle.location), settings.s3_endpoint).boto3()
+    kwargs = handle.s3a(settings.s3_endpoint).boto3()
     limits = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2})
     kwargs["config"] = kwargs["config"].merge(limits) if "config" in kwargs else limits
     location = urlparse(handle.location)
@@ -258,8 +294,9 @@ def _probe_s3(handle: "TableHandle", settings: "Settings") -> str:
         s3.delete_object(Bucket=bucket, Key=key)
     except ClientError as exc:
         error = exc.response.get("Error", {})
-        raise _Failed(f"{step} s3://{bucket}/{key}: {error.get('Code', '?')} "
-                      f"({error.get('Message', 'no message')})") from None
+        raise _Failed(
+            f"{step} s3://{bucket}/{key}: {error.get('Code', '?')} ({error.get('Message', 'no message')})"
+        ) from None
     except BotoCoreError as exc:
         raise _Failed(f"{step} s3://{bucket}/{key}: {exc}") from None
     endpoint = kwargs.get("endpoint_url", "AWS")
@@ -269,7 +306,7 @@ def _probe_s3(handle: "TableHandle", settings: "Settings") -> str:
 # -- helpers --------------------------------------------------------------------------------------
 
 
-def _settings(args: argparse.Namespace) -> "Settings":
+def _settings(args: argparse.Namespace) -> Settings:
     """Settings from the environment and .env.local, with --namespace/--table/--local applied."""
     from lakeflow.settings import load_settings
 

@@ -8,11 +8,12 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping, Optional, Sequence
 
-from lakeflow.catalog.base import CatalogError, TableHandle, TableIdent, TableNotFound
+from lakeflow.catalog.base import Catalog, TableHandle, TableIdent
+from lakeflow.catalog.errors import CatalogError, TableNotFound
 from lakeflow.catalog.locations import check_location, local_path
 from lakeflow.credentials import VendedConfig
 
@@ -20,7 +21,7 @@ _LEVEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
 LOCAL_WAREHOUSE = "local"
 
 
-class LocalCatalog:
+class LocalCatalog(Catalog):
     """Generic tables registered in ``<home>/catalog.json``, stored under ``<home>/warehouse``."""
 
     name = "local"
@@ -30,9 +31,19 @@ class LocalCatalog:
         self.warehouse_dir = self.home / "warehouse"
         self._registry = self.home / "catalog.json"
 
-    def register(self, namespace: Sequence[str], table: str, *, location: Optional[str] = None,
-                 properties: Optional[Mapping[str, str]] = None,
-                 doc: Optional[str] = None) -> TableHandle:
+    @property
+    def warehouse_id(self) -> str:
+        return LOCAL_WAREHOUSE
+
+    def register(
+        self,
+        namespace: Sequence[str],
+        table: str,
+        *,
+        location: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        doc: str | None = None,
+    ) -> TableHandle:
         key = self._key(namespace, table)
         with self._locked() as tables:
             if key in tables:
@@ -40,10 +51,14 @@ class LocalCatalog:
             loc = self._location(namespace, table, location)
             taken = [k for k, t in tables.items() if _overlaps(t["base-location"], loc)]
             if taken:
-                raise CatalogError(f"location {loc} overlaps table {taken[0]}",
-                                   type="LocationAlreadyTaken", code=409)
-            entry = {"id": str(uuid.uuid4()), "format": "dataset", "base-location": loc,
-                     "properties": dict(properties or {}), "doc": doc}
+                raise CatalogError(f"location {loc} overlaps table {taken[0]}", type="LocationAlreadyTaken", code=409)
+            entry = {
+                "id": str(uuid.uuid4()),
+                "format": "dataset",
+                "base-location": loc,
+                "properties": dict(properties or {}),
+                "doc": doc,
+            }
             tables[key] = entry
         local_path(loc).mkdir(parents=True, exist_ok=True)
         return self._handle(namespace, table, entry, created=True)
@@ -52,26 +67,27 @@ class LocalCatalog:
         with self._locked() as tables:
             entry = tables.get(self._key(namespace, table))
         if entry is None:
-            raise TableNotFound(f"table {'.'.join((*namespace, table))} does not exist",
-                                type="NoSuchGenericTableException", code=404)
+            raise TableNotFound(
+                f"table {'.'.join((*namespace, table))} does not exist", type="NoSuchGenericTableException", code=404
+            )
         return self._handle(namespace, table, entry, created=False)
 
     def credentials(self, namespace: Sequence[str], table: str) -> VendedConfig:
-        handle = self.load(namespace, table)
-        return handle.storage or VendedConfig(location=handle.location)
+        return self.load(namespace, table).storage
 
     def list_tables(self, namespace: Sequence[str]) -> list[TableIdent]:
         prefix = ".".join(namespace) + "\x00"
         with self._locked() as tables:
-            names = sorted(k[len(prefix):] for k in tables if k.startswith(prefix))
+            names = sorted(k[len(prefix) :] for k in tables if k.startswith(prefix))
         return [TableIdent(LOCAL_WAREHOUSE, tuple(namespace), n) for n in names]
 
     def drop(self, namespace: Sequence[str], table: str, *, purge: bool = False) -> None:
         with self._locked() as tables:
             entry = tables.pop(self._key(namespace, table), None)
         if entry is None:
-            raise TableNotFound(f"table {'.'.join((*namespace, table))} does not exist",
-                                type="NoSuchGenericTableException", code=404)
+            raise TableNotFound(
+                f"table {'.'.join((*namespace, table))} does not exist", type="NoSuchGenericTableException", code=404
+            )
         if purge:
             shutil.rmtree(local_path(entry["base-location"]), ignore_errors=True)
 
@@ -80,11 +96,12 @@ class LocalCatalog:
     def _key(self, namespace: Sequence[str], table: str) -> str:
         for part in (*namespace, table):
             if not _LEVEL.match(part):
-                raise CatalogError(f"invalid name {part!r}: expected letters, digits, '_' or '-'",
-                                   type="InvalidName", code=400)
+                raise CatalogError(
+                    f"invalid name {part!r}: expected letters, digits, '_' or '-'", type="InvalidName", code=400
+                )
         return ".".join(namespace) + "\x00" + table
 
-    def _location(self, namespace: Sequence[str], table: str, location: Optional[str]) -> str:
+    def _location(self, namespace: Sequence[str], table: str, location: str | None) -> str:
         root = self.warehouse_dir.resolve()
         if location is None:
             path = root.joinpath(*namespace, table)
@@ -92,12 +109,14 @@ class LocalCatalog:
             try:
                 path = local_path(check_location(location, ("file",)))
             except CatalogError as exc:
-                raise CatalogError(f"{exc.message}; expected a file:// URI under {root.as_uri()}",
-                                   type=exc.type, code=exc.code) from None
+                raise CatalogError(
+                    f"{exc.message}; expected a file:// URI under {root.as_uri()}", type=exc.type, code=exc.code
+                ) from None
         path = path.resolve()  # symlinks followed: a link out of the warehouse is outside too
         if root != path and root not in path.parents:
-            raise CatalogError(f"location {path.as_uri()} lies outside the warehouse {root.as_uri()}",
-                               type="InvalidLocation", code=400)
+            raise CatalogError(
+                f"location {path.as_uri()} lies outside the warehouse {root.as_uri()}", type="InvalidLocation", code=400
+            )
         return path.as_uri()
 
     def _handle(self, namespace: Sequence[str], table: str, entry: dict, *, created: bool) -> TableHandle:

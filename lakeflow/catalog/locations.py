@@ -8,14 +8,11 @@ refused, so a location cannot step out of the place it names. Used on what users
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
-from typing import Collection
 from urllib.parse import unquote, urlparse
 
 from lakeflow.catalog.base import CatalogError
-
-# What lakeflow's engines can read and write (Flink's FileSink, S3A, pyarrow).
-OBJECT_STORE_SCHEMES = ("s3", "s3a")
 
 
 def _refuse(what: str, location: str, why: str) -> CatalogError:
