@@ -1,18 +1,20 @@
-"""``make bench-compact``: the compaction job's throughput against a single-process pyarrow baseline.
+"""``make bench-compact``: the compaction job against what a user would run instead, and where
+``auto`` should switch engines.
 
-For each size (default 1,000,000 readings in 10,000 JSON-array files, then 100,000 in 1,000 —
-100 readings per file, as Flink's sink writes them), in the same run on the same files:
+For each size (``--sizes`` / ``BENCH_SIZES``, default ``1m,10m``: 1,000,000 readings in 10,000
+JSON-array part files and 10,000,000 in 100,000 — 100 readings per file in the sink's layout), on
+the same files in the same run, each in its own process, timed end to end with its peak RSS
+(the process tree's, sampled every 0.1 s):
 
-- **compaction**: ``lakeflow compact`` into a fresh Iceberg table, with its default engine choice
-  (``auto``: pyarrow in the driver for batches up to 256 MiB) — timed end to end (interpreter,
-  imports, catalogs, commit) and inside the job (its own report's duration); then once more with
-  the Spark engine forced (``local[2]``, JVM start-up included), to show what Spark costs here;
-- **baseline**: one Python process reads every file (``json.load``), builds one Arrow table and
-  writes one zstd Parquet file — what a small script would do, with no ledger, no de-duplication,
-  no quarantine and no commit.
+- **pyarrow script**: ``json.load`` every file, one Arrow table, one zstd Parquet file;
+- **DuckDB**: ``read_json`` (explicit columns) → ``COPY … (FORMAT parquet, COMPRESSION zstd)``;
+- **default**: ``lakeflow compact`` into a fresh Iceberg table, engine ``auto``;
+- **arrow** / **spark**: the same with the engine forced (the one ``auto`` took is not run twice).
 
-Baseline and job run ``--repeats`` times, interleaved; the medians are compared. Prints rows/s
-and ratios (target ≥ 1× end to end). Not a test: figures vary with the machine.
+Ratios are throughput relative to DuckDB. The crossover is where the two engines' times, fitted
+as ``fixed + per-row cost`` over the sizes measured, meet — the batch size above which Spark is
+the faster engine on this machine. Generated files are cached under ``build/bench/``. Not a test:
+figures vary with the machine and its load.
 """
 
 from __future__ import annotations
@@ -20,125 +22,218 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
+import random
 import shutil
 import statistics
+import subprocess
 import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fixtures_compaction import make_home, readings, write_parts  # noqa: E402
+from tests.fixtures_compaction import LOCATIONS, SENSORS, make_home  # noqa: E402
 
 PER_FILE = 100
 DAY_MS = 1763683200000
+CACHE = ROOT / "build" / "bench"
+SIZES = {"100k": 100_000, "1m": 1_000_000, "10m": 10_000_000}
+RECORD = ('{"sensor_id":"%s","run_id":"bench-run","seq":%d,"timestamp_ms":%d,"temperature":%.3f,'
+          '"humidity":%.3f,"pressure":%.3f,"location":"%s"}')
+TARGETS = (("spark", "1m", 0.33), ("spark", "10m", 1.0), ("default", "1m", 1.2))  # × DuckDB's rows/s
 
 
-def generate(base: Path, rows: int):
-    """A fresh lakeflow home whose raw table holds ``rows`` readings, ``PER_FILE`` per part file."""
+def generate(rows: int):
+    """A lakeflow home whose raw table holds ``rows`` readings (cached: made once per size)."""
+    base = CACHE / f"compact-{rows}"
+    done = base / "complete"
+    home = make_home(base) if done.exists() else None
+    if home is not None:
+        return home, False
+    shutil.rmtree(base, ignore_errors=True)
     home = make_home(base)
-    data = readings("bench-run", rows, start_ms=DAY_MS, step_ms=50, seed=rows)
-    write_parts(home.raw, data, PER_FILE)
-    return home
+    rnd = random.Random(rows)
+    for n, start in enumerate(range(0, rows, PER_FILE)):
+        lines = [RECORD % (SENSORS[i % 5], i, DAY_MS + i * 50, 18 + 4 * (i % 5) + rnd.random(),
+                           40 + 5 * (i % 5) + rnd.random(), 1000 + i % 5 + rnd.random(), LOCATIONS[i % 5])
+                 for i in range(start, min(rows, start + PER_FILE))]
+        (home.raw / f"part-bench-{n % 2}-{n // 2}.json").write_text("[" + ",\n".join(lines) + "]\n")
+    done.touch()
+    return home, True
 
 
-def baseline(raw: Path, out: Path) -> int:
-    """Single process: every JSON array → one Arrow table → one Parquet file. Returns rows."""
+def pyarrow_script(raw: str, out: str) -> None:
+    """Every JSON array → one Arrow table → one zstd Parquet file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lakeflow.compaction.schema import FIELDS
+    from lakeflow.readings import FIELDS
 
-    types = {"string": pa.string(), "bigint": pa.int64(), "double": pa.float64()}
-    schema = pa.schema([pa.field(n, types[t]) for n, t in FIELDS])
+    types = {str: pa.string(), int: pa.int64(), float: pa.float64()}
     rows: list[dict] = []
-    for path in sorted(raw.rglob("part-*.json")):
+    for path in sorted(Path(raw).glob("part-*.json")):
         with open(path, "rb") as f:
             rows.extend(json.load(f))
-    table = pa.Table.from_pylist(rows, schema=schema)
-    pq.write_table(table, out, compression="zstd")
-    return table.num_rows
+    pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema([(n, types[t]) for n, t in FIELDS])), out,
+                   compression="zstd")
 
 
-STAGE_DONE = re.compile(r"\[([a-z-]+)\] done in ([0-9.]+) s")
+def duckdb_script(raw: str, out: str) -> None:
+    """DuckDB: the JSON arrays, explicit columns → one zstd Parquet file."""
+    import duckdb
+
+    from lakeflow.readings import FIELDS
+
+    types = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE"}
+    columns = "{" + ", ".join(f"'{n}': '{types[t]}'" for n, t in FIELDS) + "}"
+    duckdb.sql(f"COPY (SELECT * FROM read_json('{raw}/part-*.json', format = 'array', columns = {columns})) "
+               f"TO '{out}' (FORMAT parquet, COMPRESSION zstd)")
 
 
-def compaction(home, report: Path, engine: str) -> tuple[dict, dict[str, float]]:
-    """Run the job on a fresh target table; its report and how long each stage took (from its log)."""
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and its descendants."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                fields = stat[stat.rindex(")") + 2:].split()
+                children.setdefault(int(fields[1]), []).append(int(entry))
+                rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            except (OSError, ValueError):
+                continue
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo.extend(children.get(p, []))
+    return total
+
+
+def run(cmd: list[str], env: dict, cwd: Path) -> tuple[float, int, str]:
+    """Seconds, peak RSS of the process tree, and output of ``cmd``."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak = [0]
+
+    def sample() -> None:
+        while proc.poll() is None:
+            peak[0] = max(peak[0], tree_rss(proc.pid))
+            time.sleep(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    output, _ = proc.communicate()
+    seconds = time.monotonic() - t0
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])}… failed ({proc.returncode}):\n{output[-3000:]}")
+    return seconds, peak[0], output
+
+
+def compaction(home, rows: int, engine: str) -> tuple[float, int, str]:
+    """``lakeflow compact`` into a fresh Iceberg table; seconds, peak RSS, the engine that ran."""
     for leftover in (home.home / "iceberg.db", home.home / "iceberg", home.raw / "_lakeflow"):
         shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
-    done = home.compact("--report", str(report), "--engine", engine, timeout=3600)
-    output = done.stdout + done.stderr
-    if done.returncode != 0:
-        raise SystemExit(f"compaction failed ({done.returncode}):\n{output[-3000:]}")
-    # a stage's outermost "done" line comes last
-    return json.loads(report.read_text()), {m[1]: float(m[2]) for m in STAGE_DONE.finditer(output)}
+    report = home.home / "report.json"
+    cmd = [sys.executable, "-m", "lakeflow.cli", "compact", "--report", str(report), "--engine", engine]
+    seconds, rss, _ = run(cmd, home.env, home.home)
+    r = json.loads(report.read_text())
+    assert r["rows_out"] == rows and r["files_compacted"] == -(-rows // PER_FILE), r
+    return seconds, rss, r["engine"]
 
 
-def timed_job(home, tmp: Path, rows: int, engine: str) -> dict:
-    t0 = time.monotonic()
-    report, stages = compaction(home, tmp / "report.json", engine)
-    e2e = time.monotonic() - t0
-    assert report["rows_out"] == rows and report["files_compacted"] == rows // PER_FILE, report
-    assert engine in ("auto", report["engine"]), report
-    print(f"  {engine}: {report['engine']:<6} engine {e2e:6.1f} s end to end, {report['duration_s']:.1f} s in the job "
-          f"({report['files_out']} Parquet file(s)); " + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items()),
-          flush=True)
-    return {"e2e_s": e2e, "job_s": report["duration_s"]}
+def measure(rows: int, repeats: int) -> dict[str, dict]:
+    home, made = generate(rows)
+    print(f"{rows:,} readings in {-(-rows // PER_FILE):,} files ({'generated' if made else 'cached'} "
+          f"under {home.raw})", flush=True)
+    out = home.home.parent / "out.parquet"
+    scripts = {name: [sys.executable, __file__, "--script", name, str(home.raw), str(out)]
+               for name in ("pyarrow", "duckdb")}
+    runs: dict[str, list[tuple[float, int]]] = {}
+    auto_engine = ""
+    for i in range(repeats):  # interleaved, so that a noisy moment hits every contender
+        for name, cmd in scripts.items():
+            seconds, rss, _ = run(cmd, home.env, home.home)
+            runs.setdefault(name, []).append((seconds, rss))
+            print(f"  {name:<8} {seconds:7.1f} s {rss / 2**20:7.0f} MiB", flush=True)
+        seconds, rss, auto_engine = compaction(home, rows, "auto")
+        runs.setdefault("default", []).append((seconds, rss))
+        print(f"  default  {seconds:7.1f} s {rss / 2**20:7.0f} MiB ({auto_engine})", flush=True)
+        other = "spark" if auto_engine == "arrow" else "arrow"
+        seconds, rss, _ = compaction(home, rows, other)
+        runs.setdefault(other, []).append((seconds, rss))
+        print(f"  {other:<8} {seconds:7.1f} s {rss / 2**20:7.0f} MiB", flush=True)
+    runs[auto_engine] = runs["default"]
+    raw_bytes = sum(p.stat().st_size for p in home.raw.glob("part-*.json"))
+    return {name: {"s": statistics.median(s for s, _ in rs), "rss": statistics.median(r for _, r in rs),
+                   "engine": auto_engine, "raw_bytes": raw_bytes} for name, rs in runs.items()}
 
 
-def measure(rows: int, repeats: int, spark: bool) -> dict:
-    with tempfile.TemporaryDirectory(prefix="bench-compact-") as tmp:
-        t0 = time.monotonic()
-        home = generate(Path(tmp), rows)
-        files = rows // PER_FILE
-        print(f"  generated {rows:,} readings in {files:,} files ({time.monotonic() - t0:.1f} s)", flush=True)
-        base, auto = [], []
-        for _ in range(repeats):  # interleaved, so that a noisy moment hits both
-            t0 = time.monotonic()
-            assert baseline(home.raw, Path(tmp) / "baseline.parquet") == rows
-            base.append(time.monotonic() - t0)
-            print(f"  baseline      {base[-1]:6.1f} s", flush=True)
-            auto.append(timed_job(home, Path(tmp), rows, "auto"))
-        out = {"rows": rows, "files": files, "baseline_s": statistics.median(base),
-               "e2e_s": statistics.median(a["e2e_s"] for a in auto),
-               "job_s": statistics.median(a["job_s"] for a in auto)}
-        if spark:
-            s = timed_job(home, Path(tmp), rows, "spark")
-            out.update(spark_e2e_s=s["e2e_s"], spark_job_s=s["job_s"])
-    return out
+def crossover(results: dict[int, dict[str, dict]]) -> Optional[float]:
+    """Rows at which the fitted spark and arrow times meet (None: no crossover in sight)."""
+    sizes = sorted(results)
+    if len(sizes) < 2:
+        return None
+    lo, hi = sizes[0], sizes[-1]
+
+    def fit(engine: str) -> tuple[float, float]:
+        per_row = (results[hi][engine]["s"] - results[lo][engine]["s"]) / (hi - lo)
+        return results[lo][engine]["s"] - per_row * lo, per_row
+
+    (a_fixed, a_row), (s_fixed, s_row) = fit("arrow"), fit("spark")
+    return (s_fixed - a_fixed) / (a_row - s_row) if a_row > s_row else None
+
+
+def table(results: dict[int, dict[str, dict]], repeats: int) -> None:
+    """The table of every size measured so far, and the targets."""
+    cols = ("pyarrow", "duckdb", "default", "arrow", "spark")
+    print(f"\nmedian of {repeats}, each end to end in its own process: seconds, rows/s (× DuckDB), peak RSS")
+    print(f"{'readings':>10} {'files':>8} " + " ".join(f"{c:>29}" for c in cols))
+    for rows, r in results.items():
+        duck = rows / r["duckdb"]["s"]
+        cells = []
+        for c in cols:
+            x = r[c]
+            label = f"{x['s']:.1f} s {rows / x['s'] / 1000:,.0f}k ({rows / x['s'] / duck:.2f}×) {x['rss'] / 2**30:.1f}G"
+            cells.append(f"{label:>29}")
+        print(f"{rows:>10,} {-(-rows // PER_FILE):>8,} " + " ".join(cells) + f"   default = {r['default']['engine']}")
+    print()
+    for engine, size, goal in TARGETS:
+        rows = SIZES[size]
+        if rows in results:
+            r = results[rows]
+            got = r["duckdb"]["s"] / r[engine]["s"]
+            print(f"target {engine} ≥ {goal}× DuckDB at {rows:,}: {got:.2f}× — {'met' if got >= goal else 'NOT met'}")
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--script"]:
+        {"pyarrow": pyarrow_script, "duckdb": duckdb_script}[sys.argv[2]](sys.argv[3], sys.argv[4])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000000,100000", help="readings per round (comma-separated)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs of baseline and job per size (median)")
-    parser.add_argument("--no-spark", action="store_true", help="skip the forced Spark-engine run")
+    parser.add_argument("--sizes", default=os.environ.get("BENCH_SIZES", "1m,10m"),
+                        help=f"comma-separated: {', '.join(SIZES)} or a number of readings (env BENCH_SIZES)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each contender per size (median)")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    results = []
-    for rows in (int(s) for s in args.sizes.split(",")):
-        print(f"{rows:,} readings:", flush=True)
-        results.append(measure(rows, args.repeats, not args.no_spark))
-
-    print(f"\nmedian of {args.repeats}; rows/s (ratio to the baseline)")
-    print(f"{'readings':>9} {'files':>7} {'baseline':>10} {'job, end to end':>22} {'job, in the job':>22}"
-          f" {'spark engine, e2e':>22}")
-    for r in results:
-        base = r["rows"] / r["baseline_s"]
-
-        def cell(seconds: float) -> str:
-            return f"{r['rows'] / seconds:>11,.0f} ({r['rows'] / seconds / base:4.2f}×)"
-
-        spark = cell(r["spark_e2e_s"]) if "spark_e2e_s" in r else f"{'-':>22}"
-        print(f"{r['rows']:>9,} {r['files']:>7,} {base:>10,.0f} {cell(r['e2e_s']):>22} {cell(r['job_s']):>22} {spark:>22}")
-    print("\nTarget: the job ≥ 1× the baseline end to end. The baseline only converts; the job also lists,"
-          "\ndedupes, quarantines, sorts, sizes files and commits to Iceberg with its ledger. The job uses"
-          "\nits default engine choice (auto: arrow up to 256 MiB of raw JSON per batch); the last column"
-          "\nforces the Spark engine on the same batch.")
+    names = [s.strip().lower() for s in args.sizes.split(",") if s.strip()]
+    sizes = {SIZES.get(n) or int(n): n for n in names}
+    results: dict[int, dict[str, dict]] = {}
+    for rows in sizes:
+        results[rows] = measure(rows, args.repeats)
+        table(results, args.repeats)  # after each size: a long run still reports what it measured
+    cross = crossover(results)
+    if cross is None:
+        print("crossover: none in the sizes measured (Spark never the faster engine, or one size only)")
+    else:
+        per_row = next(iter(results.values()))["arrow"]["raw_bytes"] / next(iter(results))
+        print(f"crossover: Spark is faster above ~{cross:,.0f} readings ≈ {cross * per_row / 2**20:,.0f} MiB of raw "
+              f"JSON (COMPACT_ARROW_MAX_MB)")
     return 0
 
 

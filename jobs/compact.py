@@ -14,28 +14,44 @@ import sys
 
 from lakeflow.compaction.config import crash_point, load_config
 from lakeflow.compaction.lineage import lineage_run
-from lakeflow.compaction.run import (begin, close, commit_batch, discover_new_files, emit_report, exit_code,
-                                     hold_lease, name_data_files, plan, quarantine_bad_input, read_batch,
-                                     recover_orphans, tidy_up, write_parquet)
+from lakeflow.compaction.maintain import after_compaction
+from lakeflow.compaction.run import (
+    begin,
+    close,
+    commit_batch,
+    discover_new_files,
+    emit_report,
+    exit_code,
+    hold_lease,
+    name_data_files,
+    plan,
+    quarantine_bad_input,
+    read_batch,
+    recover_orphans,
+    tidy_up,
+    write_parquet,
+)
 
 
 def main() -> int:
     config = load_config(sys.argv[1:])
-    run = begin(config)                                        # raw table, Iceberg table (created on first use)
-    with hold_lease(run):                                      # one run per target table at a time, on any host
+    run = begin(config)  # raw table, Iceberg table (created on first use)
+    with hold_lease(run):  # one run per target table at a time, on any host
         try:
             with lineage_run(config, run.raw, run.target, run.report):  # START … COMPLETE | FAIL
-                plan(run)                                      # the snapshot planned on, and its ledger
-                recover_orphans(run)                           # files of interrupted runs go
-                batch = discover_new_files(run)                # committed part files not in the ledger
-                read_batch(run, batch)                         # engine: JSON arrays → rows
-                quarantine_bad_input(run, batch)               # empty / malformed files, bad records
-                write_parquet(run, batch)                      # engine: dedupe, size, sort → staged Parquet
-                name_data_files(run, batch)                    # final names (intent recorded first)
+                plan(run)  # the snapshot planned on, and its ledger
+                recover_orphans(run)  # files of interrupted runs go
+                batch = discover_new_files(run)  # committed part files not in the ledger
+                read_batch(run, batch)  # engine: JSON arrays → rows
+                quarantine_bad_input(run, batch)  # empty / malformed files, bad records
+                write_parquet(run, batch)  # engine: dedupe, size, sort → staged Parquet
+                name_data_files(run, batch)  # final names (intent recorded first)
                 crash_point(config, "after-write")
-                commit_batch(run, batch)                       # add_files + ledger: one Iceberg commit
+                commit_batch(run, batch)  # add_files + ledger: one Iceberg commit
                 crash_point(config, "after-commit")
-                tidy_up(run, batch)                            # staging, --delete-source, --move-quarantined
+                tidy_up(run, batch)  # staging, --delete-source, --move-quarantined
+            if config.maintain:
+                after_compaction(run)  # --maintain: lakeflow maintain, under this lease
         finally:
             emit_report(run)
             close(run)
@@ -43,6 +59,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sys.exit(exit_code(main))

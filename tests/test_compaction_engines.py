@@ -1,6 +1,6 @@
 """The two compaction engines on the same raw files: the ``arrow`` engine (pyarrow in the driver)
 must read, set aside and write exactly what the ``spark`` engine does (Spark's ``multiLine`` JSON
-reader, PERMISSIVE, explicit schema — lakeflow.compaction.read).
+reader, PERMISSIVE, explicit schema — lakeflow.compaction.spark.read).
 
 Every input below also states what Spark makes of it, so a change in either engine fails naming
 the input. Where Spark is surprising the arrow engine follows it: string fields keep other values'
@@ -27,11 +27,12 @@ import pyarrow as pa
 import pytest
 
 from lakeflow.compaction import commands
-from lakeflow.compaction.arrow_engine import ArrowEngine
-from lakeflow.compaction.arrow_read import SCHEMA
+from lakeflow.compaction.arrow.engine import ArrowEngine
+from lakeflow.compaction.arrow.read import SCHEMA
 from lakeflow.compaction.engine import Engine, FileSummary
-from lakeflow.compaction.schema import KEY, NAMES, TIME, TS
-from lakeflow.compaction.storage import FileEntry, Storage
+from lakeflow.compaction.files import FileEntry, Storage
+from lakeflow.compaction.schema import TS
+from lakeflow.readings import KEY, NAMES, TIME
 from tests.fixtures_compaction import json_array, readings
 
 DAY = 1763683200000              # 2025-11-21T00:00:00Z
@@ -211,7 +212,7 @@ def spark_engine(target: Storage) -> Iterator[Callable[[Storage], Engine]]:
     """SparkEngines sharing one in-process session (PySpark's launcher, as ``lakeflow compact``)."""
     from pyspark import SparkContext
 
-    from lakeflow.compaction.spark_engine import SparkEngine
+    from lakeflow.compaction.spark.engine import SparkEngine
 
     engines: list[SparkEngine] = []
     with pytest.MonkeyPatch.context() as patch:

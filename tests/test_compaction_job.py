@@ -19,11 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakeflow.compaction.config import CRASH_EXIT, ENV_CRASH_AT
+from lakeflow.compaction.engine import EMPTY, MALFORMED
+from lakeflow.compaction.files import Storage
 from lakeflow.compaction.lease import Lease
 from lakeflow.compaction.naming import timestamp
-from lakeflow.compaction.quarantine import EMPTY, MALFORMED
 from lakeflow.compaction.run import EXIT_BUSY
-from lakeflow.compaction.storage import Storage
 from lakeflow.lineage.openlineage import read_events
 from tests.fixtures_compaction import LakeflowHome, make_home, readings, write_in_progress, write_parts
 

@@ -27,7 +27,7 @@ from lakeflow.compaction.lease import LEASE_DIR, CompactionBusy, Lease
 from lakeflow.compaction.ledger import Ledger
 from lakeflow.compaction.naming import STATE_DIR, final_paths, intent_name
 from lakeflow.compaction.recovery import REJECTED_DIR, Intent, InvalidIntent, recover, save_intent
-from lakeflow.compaction.storage import Storage
+from lakeflow.compaction.files import Storage
 from lakeflow.settings import load_settings
 from tests.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
 from tests.fixtures_servers import MotoServer
@@ -47,9 +47,9 @@ def _target(tmp_path: Path) -> Target:
 
 def _data_file(target: Target, rel: str, seq: int) -> str:
     """Write a one-row Parquet file of the table's schema at ``rel``; returns its URI."""
-    from lakeflow.compaction.schema import FIELDS
+    from lakeflow.readings import FIELDS
 
-    types = {"string": pa.string(), "bigint": pa.int64(), "double": pa.float64()}
+    types = {str: pa.string(), int: pa.int64(), float: pa.float64()}
     schema = pa.schema([*(pa.field(n, types[t]) for n, t in FIELDS), pa.field("ts", pa.timestamp("us", tz="UTC"))])
     ms = DAY_MS + seq
     row = {"sensor_id": "s", "run_id": "r", "seq": seq, "timestamp_ms": ms, "temperature": 1.0, "humidity": 2.0,
@@ -215,7 +215,7 @@ def test_an_expired_lease_is_taken_over_and_a_live_one_is_not(tmp_path: Path) ->
 
 def test_a_dead_holder_on_this_host_frees_the_lease_at_once(tmp_path: Path) -> None:
     storage = Storage((tmp_path / "t").as_uri())
-    code = ("import sys, os; from lakeflow.compaction.lease import Lease; from lakeflow.compaction.storage import "
+    code = ("import sys, os; from lakeflow.compaction.lease import Lease; from lakeflow.compaction.files import "
             f"Storage; Lease(Storage({storage.location!r}), 'crashed', 'iot.t', 600).acquire(); os._exit(9)")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 9
     with Lease(storage, "me", "iot.t", ttl_s=30) as lease:  # not 600 s later

@@ -17,16 +17,19 @@ from lakeflow.compaction import commands
 from lakeflow.compaction.commit import (LEDGER_PROPERTY, CommitConflict, commit, iceberg_catalog,
                                         open_target, rest_properties)
 from lakeflow.compaction.config import CRASH_POINTS, job_argv, load_config
-from lakeflow.compaction.discover import is_committed_part, list_parts
+from lakeflow.compaction.discover import list_parts
+from lakeflow.compaction.engine import EMPTY, MALFORMED
+from lakeflow.compaction.files import FileEntry, Storage
 from lakeflow.compaction.ledger import (COMPACTED, QUARANTINED, Ledger, LedgerError, RunRecord,
                                         entries_for, load_ledger)
 from lakeflow.compaction.lineage import lineage_run, raw_datasets
 from lakeflow.compaction.naming import DataFileStats, data_file_name, final_paths, timestamp
-from lakeflow.compaction.quarantine import EMPTY, MALFORMED, move_quarantined, sort_files, unread_reasons
-from lakeflow.compaction.report import Report
+from lakeflow.compaction.quarantine import move_quarantined, sort_files, unread_reasons
+from lakeflow.compaction.report import CompactionReport
 from lakeflow.compaction.source import raw_table
-from lakeflow.compaction.storage import FileEntry, Storage, hadoop_uri, iceberg_uri
+from lakeflow.readings import is_committed_part
 from lakeflow.settings import SettingsError, load_settings
+from lakeflow.uris import hadoop_uri, iceberg_uri
 from tests.stub_http import QuietHandler, send_json, serve, stop, url_of
 
 DAY_MS = 1763683200000  # 2025-11-21T00:00:00Z
@@ -185,8 +188,8 @@ def test_sort_files_sets_aside_empty_and_malformed(tmp_path: Path) -> None:
 # --- the Iceberg commit ---------------------------------------------------------------------
 
 def _parquet(path: Path, rows: list[dict]) -> None:
-    from lakeflow.compaction.schema import FIELDS
-    types = {"string": pa.string(), "bigint": pa.int64(), "double": pa.float64()}
+    from lakeflow.readings import FIELDS
+    types = {str: pa.string(), int: pa.int64(), float: pa.float64()}
     schema = pa.schema([*(pa.field(n, types[t]) for n, t in FIELDS), pa.field("ts", pa.timestamp("us", tz="UTC"))])
     table = pa.Table.from_pylist([{**r, "ts": datetime.fromtimestamp(r["timestamp_ms"] / 1000, tz=timezone.utc)}
                                   for r in rows], schema=schema)
@@ -315,7 +318,7 @@ def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) 
                                            declared[datasets.PARAM_NAMESPACE], declared[datasets.PARAM_TABLE])
 
     target = open_target(iceberg_catalog(config.settings), ("iot",), config.target_table, raw.location)
-    report = Report(run_id=config.run_id, source=raw.location, target=config.target_name)
+    report = CompactionReport(run_id=config.run_id, source=raw.location, target=config.target_name)
     with pytest.raises(RuntimeError, match="boom"):
         with lineage_run(config, raw, target, report):
             report.rows_in = 7
@@ -367,7 +370,7 @@ def test_launcher_puts_no_secret_on_the_command_line(tmp_path: Path) -> None:
 
 
 def test_report_summary(tmp_path: Path) -> None:
-    r = Report(run_id="r1", source="file:///raw", target="iot.t", files_in=12, files_compacted=10,
+    r = CompactionReport(run_id="r1", source="file:///raw", target="iot.t", files_in=12, files_compacted=10,
                files_quarantined=2, files_out=2, rows_in=100, rows_out=90, rows_quarantined=4,
                duplicates_dropped=6, quarantined=[{"file": "x.json", "reason": EMPTY}])
     r.finish()
@@ -379,7 +382,7 @@ def test_report_summary(tmp_path: Path) -> None:
 
 
 def test_spark_tuning_for_many_small_files() -> None:
-    from lakeflow.compaction.session import table_options, tuning
+    from lakeflow.compaction.spark.session import table_options, tuning
 
     assert tuning(2, local_raw=True) == {"spark.sql.shuffle.partitions": "4",
                                          "spark.sql.files.openCostInBytes": "131072"}

@@ -17,7 +17,7 @@ import requests
 from botocore.exceptions import ClientError
 
 from lakeflow.compaction.commit import LEDGER_PROPERTY, CommitConflict, Target, commit, iceberg_catalog, open_target
-from lakeflow.compaction.schema import FIELDS
+from lakeflow.readings import FIELDS
 from lakeflow.settings import Settings, load_settings
 from tests.iceberg_rest import ARTIFACTS, WAREHOUSE_NAME, IcebergRestServer, IcebergRestUnavailable, ensure_server_jars
 
@@ -47,7 +47,7 @@ def _s3(server: IcebergRestServer, access_key: str, secret_key: str):
 def _put_parquet(target: Target, rel: str, seqs: range) -> str:
     """Write readings ``seqs`` as Parquet (the compacted schema) under the table, through lakeflow's own
     storage access (the vended keys, S3_ENDPOINT) as the arrow engine does; returns the file's URI."""
-    types = {"string": pa.string(), "bigint": pa.int64(), "double": pa.float64()}
+    types = {str: pa.string(), int: pa.int64(), float: pa.float64()}
     schema = pa.schema([*(pa.field(n, types[t]) for n, t in FIELDS), pa.field("ts", pa.timestamp("us", tz="UTC"))])
     rows = [{"sensor_id": "sensor-001", "run_id": "r", "seq": s, "timestamp_ms": DAY_MS + s, "temperature": 1.0,
              "humidity": 50.0, "pressure": 1000.0, "location": "lab",

@@ -2,42 +2,67 @@
 
 The job is a PySpark driver that starts Spark only when its engine is ``spark``
 (:mod:`lakeflow.compaction.engine`): here, run in this process, through PySpark's own launcher
-given the spark-submit options in ``PYSPARK_SUBMIT_ARGS``; on a cluster through ``spark-submit jobs/compact.py``
-(``--print-command``). Small batches (the ``arrow`` engine) start no JVM at all. Only non-secret
-flags go on either command line; the job reads settings and credentials from the environment
-(inherited) and ``.env.local`` inside the driver.
+given the spark-submit options in ``PYSPARK_SUBMIT_ARGS``; on a cluster through ``spark-submit
+--py-files build/lakeflow.zip jobs/compact.py`` (``--print-command``). Small batches (the ``arrow``
+engine) start no JVM at all. Only non-secret flags go on either command line; the job reads
+settings and credentials from the environment (inherited) and ``.env.local`` inside the driver.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import logging
 import os
 import runpy
 import shlex
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
-from lakeflow.compaction.config import add_arguments, job_argv
+from lakeflow.compaction.config import CompactEnv, add_arguments, job_argv, schedule
 
-JOB = Path(__file__).resolve().parents[2] / "jobs" / "compact.py"
+REPO = Path(__file__).resolve().parents[2]
+JOB = REPO / "jobs" / "compact.py"
+PACKAGE_ZIP = REPO / "build" / "lakeflow.zip"  # the lakeflow package for spark-submit --py-files (make package)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``lakeflow compact`` to the ``lakeflow`` parser."""
     p = subparsers.add_parser(
-        "compact", help="compact the raw table's JSON part files into an Iceberg table (PySpark job)",
+        "compact",
+        help="compact the raw table's JSON part files into an Iceberg table (PySpark job)",
         description="Run jobs/compact.py: new committed part files of NAMESPACE.TABLE → Parquet → one "
-                    "atomic Iceberg commit (with the ledger of consumed files). Spark (--master, "
-                    "--spark-conf, --jars) starts only for the spark engine. "
-                    "Exit codes: 0 done, 2 error, 3 another run (on any host) holds the table's lease.")
+        "atomic Iceberg commit (with the ledger of consumed files). Spark (--master, "
+        "--spark-conf, --jars) starts only for the spark engine. "
+        "Exit codes: 0 done, 2 error, 3 another run (on any host) holds the table's lease.",
+    )
     add_arguments(p)
-    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra Spark configuration (repeatable; never credentials)")
+    p.add_argument(
+        "--master",
+        help="Spark master (default local[2]; with --print-command the cluster of "
+        "make spark-up, spark://127.0.0.1:$SPARK_MASTER_PORT)",
+    )
+    p.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark configuration (repeatable; never credentials)",
+    )
     p.add_argument("--jars", default="", help="comma-separated extra jars (e.g. hadoop-aws for s3a://)")
-    p.add_argument("--print-command", action="store_true", help="print the spark-submit command and exit")
+    p.add_argument(
+        "--print-command",
+        action="store_true",
+        help="print the spark-submit command for a cluster (--py-files build/lakeflow.zip) and exit",
+    )
+    p.add_argument(
+        "--every",
+        metavar="DURATION",
+        help="continuous mode: run every DURATION (60s, 5m …) until SIGTERM / Ctrl+C, which lets the "
+        "run in progress finish; one line per run",
+    )
+    p.add_argument("--maintain-every", metavar="DURATION", help=CompactEnv.help("maintain_every_s"))
     p.set_defaults(handler=_compact)
 
 
@@ -49,15 +74,17 @@ def spark_home() -> Path:
     return Path(spec.submodule_search_locations[0]).resolve()
 
 
-def spark_options(master: str = "local[2]", spark_conf: Sequence[str] = (), jars: str = "") -> list[str]:
-    """spark-submit's options (non-secret values only)."""
-    confs = {"spark.ui.enabled": "false"} if master.startswith("local") else {}
+def spark_options(master: str | None = None, spark_conf: Sequence[str] = (), jars: str = "") -> list[str]:
+    """spark-submit's options (non-secret values only; master local[2] unless given). The driver's
+    web UI is off (the job logs its progress): its Environment page would list the S3A settings the
+    driver sets, credentials masked only as far as ``spark.redaction.regex`` matches them."""
+    confs = {"spark.ui.enabled": "false"}
     for item in spark_conf:
         key, sep, value = item.partition("=")
         if not sep:
             raise SystemExit(f"--spark-conf {item!r}: expected KEY=VALUE")
         confs[key] = value
-    out = ["--master", master]
+    out = ["--master", master or "local[2]"]
     for key, value in confs.items():
         out += ["--conf", f"{key}={value}"]
     if jars:
@@ -68,6 +95,12 @@ def spark_options(master: str = "local[2]", spark_conf: Sequence[str] = (), jars
 def submit_command(job_args: Sequence[str], options: Sequence[str]) -> list[str]:
     """The spark-submit command line for ``jobs/compact.py`` (a cluster's way to run it)."""
     return [str(spark_home() / "bin" / "spark-submit"), *options, str(JOB), *job_args]
+
+
+def cluster_options(options: Sequence[str]) -> list[str]:
+    """``options`` for a spark-submit of ``jobs/compact.py`` outside this process: the lakeflow
+    package as ``--py-files`` and this virtualenv's Python for the driver (and any Python worker)."""
+    return [*options, "--py-files", str(PACKAGE_ZIP), "--conf", f"spark.pyspark.python={sys.executable}"]
 
 
 def run_job(job_args: Sequence[str], options: Sequence[str]) -> int:
@@ -97,14 +130,28 @@ def submit_env(base: Mapping[str, str], options: Sequence[str] = ()) -> dict[str
 
 def _compact(args: argparse.Namespace) -> int:
     if not JOB.is_file():
-        print(f"lakeflow compact: {JOB} not found: run from a lakeflow checkout (pip install -e .)",
-              file=sys.stderr)
+        print(f"lakeflow compact: {JOB} not found: run from a lakeflow checkout (pip install -e .)", file=sys.stderr)
         return 2
-    options = spark_options(args.master, args.spark_conf, args.jars)
+    every = schedule(args)
     if args.print_command:
+        from lakeflow.spark_cluster import default_master
+
+        options = cluster_options(spark_options(args.master or default_master(), args.spark_conf, args.jars))
+        if not PACKAGE_ZIP.is_file():
+            print(f"lakeflow compact: {PACKAGE_ZIP} is not built yet: make package", file=sys.stderr)
         print(shlex.join(submit_command(job_argv(args), options)))
         return 0
+    options = spark_options(args.master, args.spark_conf, args.jars)
     job_args = job_argv(args)
-    print(f"$ {shlex.join([str(JOB), *job_args])}  (Spark if needed: {shlex.join(options)})", file=sys.stderr,
-          flush=True)
+    if every is not None:
+        from lakeflow.compaction.continuous import run_forever
+
+        if not getattr(args, "verbose", False):  # one line per run; the stages' progress with lakeflow -v
+            logging.getLogger().setLevel(logging.WARNING)
+        return run_forever(
+            every, job_args, lambda argv: run_job(argv, options), args.report.resolve() if args.report else None
+        )
+    print(
+        f"$ {shlex.join([str(JOB), *job_args])}  (Spark if needed: {shlex.join(options)})", file=sys.stderr, flush=True
+    )
     return run_job(job_args, options)

@@ -11,13 +11,15 @@ of adding rows twice or losing the other's ledger (the table disables pyiceberg'
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
-from urllib.parse import urlparse
+from typing import TYPE_CHECKING
 
+from lakeflow.catalog.errors import CommitConflict, iceberg_errors
+from lakeflow.compaction.files import TableFiles
 from lakeflow.compaction.schema import iceberg_schema, partition_spec, sort_order
-from lakeflow.compaction.storage import Storage
-from lakeflow.credentials import S3ASettings, parse_vended, to_s3a
+from lakeflow.credentials import parse_vended
+from lakeflow.readings import TIME
 from lakeflow.secret import redact
 from lakeflow.settings import Settings
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +37,18 @@ RUN_PROPERTY = "lakeflow.compaction.run-id"
 # pyiceberg retries a failed append on top of the newer snapshot; ours must not be retried blindly,
 # since the ledger it carries was read from the snapshot it started on.
 NO_RETRY = {"commit.retry.num-retries": "0"}
-TABLE_PROPERTIES = {"write.parquet.compression-codec": "zstd", "format-version": "2", **NO_RETRY}
-
-
-class CommitConflict(RuntimeError):
-    """The table changed while the run was working; nothing of this run became visible."""
+# A commit a minute must not cost more as the table ages: each commit merges the manifests once ten
+# have piled up (a fast append adds one per commit, and planning reads them all), and keeps only the
+# last 20 metadata files (the metadata log), deleting older ones. Snapshots are bounded by
+# ``lakeflow maintain`` (expiry), on the schedule of ``lakeflow compact --every … --maintain-every``.
+BOUNDED_METADATA = {
+    "commit.manifest-merge.enabled": "true",
+    "commit.manifest.min-count-to-merge": "10",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+}
+MANAGED_PROPERTIES = {**NO_RETRY, **BOUNDED_METADATA}  # set on tables created before them too
+TABLE_PROPERTIES = {"write.parquet.compression-codec": "zstd", "format-version": "2", **MANAGED_PROPERTIES}
 
 
 def rest_properties(settings: Settings) -> dict[str, str]:
@@ -55,7 +65,7 @@ def rest_properties(settings: Settings) -> dict[str, str]:
     return props
 
 
-def iceberg_catalog(settings: Settings) -> "Catalog":
+def iceberg_catalog(settings: Settings) -> Catalog:
     """Lakekeeper's Iceberg REST catalog when configured, else the embedded SQLite catalog in LAKEFLOW_HOME.
 
     The REST catalog's requests time out after HTTP_TIMEOUT_S and only reads are retried: a commit
@@ -68,14 +78,17 @@ def iceberg_catalog(settings: Settings) -> "Catalog":
 
         from lakeflow.http import HttpOptions, configure
 
-        options = HttpOptions(timeout=settings.http_timeout_s, max_retries=settings.http_max_retries,
-                              retry_methods=frozenset({"GET", "HEAD"}))
+        options = HttpOptions(
+            timeout=settings.http_timeout_s,
+            max_retries=settings.http_max_retries,
+            retry_methods=frozenset({"GET", "HEAD"}),
+        )
 
         class _RestCatalog(RestCatalog):
             def _create_session(self) -> Session:
                 return configure(super()._create_session(), options)
 
-            def _load_file_io(self, properties: Properties = EMPTY_DICT, location: Optional[str] = None) -> "FileIO":
+            def _load_file_io(self, properties: Properties = EMPTY_DICT, location: str | None = None) -> FileIO:
                 if settings.s3_endpoint:  # S3_ENDPOINT overrides the vended endpoint for pyiceberg's reads too
                     properties = {**properties, "s3.endpoint": settings.s3_endpoint}
                 return super()._load_file_io(properties, location)
@@ -86,8 +99,9 @@ def iceberg_catalog(settings: Settings) -> "Catalog":
     from pyiceberg.catalog.sql import SqlCatalog
 
     settings.home.mkdir(parents=True, exist_ok=True)
-    return SqlCatalog("lakeflow", uri=f"sqlite:///{settings.home / 'iceberg.db'}",
-                      warehouse=(settings.home / "iceberg").as_uri())
+    return SqlCatalog(
+        "lakeflow", uri=f"sqlite:///{settings.home / 'iceberg.db'}", warehouse=(settings.home / "iceberg").as_uri()
+    )
 
 
 def iceberg_catalog_uri(settings: Settings) -> str:
@@ -97,20 +111,15 @@ def iceberg_catalog_uri(settings: Settings) -> str:
     return (settings.home / "iceberg.db").as_uri()
 
 
-@dataclass
-class Target:
-    """The Iceberg table a run commits to, as it was when the run loaded it."""
+@dataclass(frozen=True)
+class Target(TableFiles):
+    """The Iceberg table a run commits to, as it was when the run loaded it, and its files (footers,
+    renames, clean-up; the engines' output)."""
 
-    table: "Table"
-    storage: Storage                # driver-side access (footers, renames, clean-up)
-    s3a: Optional[S3ASettings]      # Spark-side access; None for local tables
-
-    @property
-    def location(self) -> str:
-        return self.storage.location
+    table: Table
 
     @property
-    def ledger_pointer(self) -> Optional[str]:
+    def ledger_pointer(self) -> str | None:
         return self.table.properties.get(LEDGER_PROPERTY)
 
     @property
@@ -122,19 +131,18 @@ class Target:
             return ""
 
     @property
-    def snapshot_id(self) -> Optional[int]:
+    def snapshot_id(self) -> int | None:
         """The snapshot the table was at when loaded: what this run plans on, and its commit asserts."""
         return self.table.metadata.current_snapshot_id
 
     def committed(self, run_id: str) -> bool:
         """True if a snapshot the table still keeps was committed by run ``run_id``."""
-        return any((snap.summary or {}).get(RUN_PROPERTY) == run_id for snap in self.table.metadata.snapshots)
-
+        return any(_run_of(snap) == run_id for snap in self.table.metadata.snapshots)
 
     @property
     def next_sequence(self) -> int:
-        """The sequence number this run's snapshot will get."""
-        return self.table.metadata.last_sequence_number + 1
+        """The sequence number this run's snapshot will get (format v2 on: the last one + 1)."""
+        return self.table.metadata.next_sequence_number()
 
     def bytes_per_row(self, default: int) -> float:
         """Parquet bytes per row in the table so far (``default`` while it is empty)."""
@@ -150,14 +158,17 @@ class Target:
 
         if self.table.current_snapshot() is None:
             return []
-        scan = self.table.scan(row_filter=And(GreaterThanOrEqual("timestamp_ms", lo_ms),
-                                              LessThanOrEqual("timestamp_ms", hi_ms)))
+        scan = self.table.scan(
+            row_filter=And(GreaterThanOrEqual(term=TIME, value=lo_ms), LessThanOrEqual(term=TIME, value=hi_ms))
+        )
         return [task.file.file_path for task in scan.plan_files()]
 
 
-def referenced_files(table: "Table") -> frozenset[str]:
+def referenced_files(table: Table) -> frozenset[str]:
     """Every data file any snapshot of ``table`` references (read from the manifests)."""
-    io, seen, files = table.io, set(), set()
+    io = table.io
+    seen: set[str] = set()
+    files: set[str] = set()
     for snap in table.metadata.snapshots:
         for manifest in snap.manifests(io):
             if manifest.manifest_path in seen:
@@ -167,46 +178,76 @@ def referenced_files(table: "Table") -> frozenset[str]:
     return frozenset(files)
 
 
-def open_target(catalog: "Catalog", namespace: Sequence[str], name: str, source: str,
-                s3_endpoint: Optional[str] = None) -> Target:
+def open_target(
+    catalog: Catalog, namespace: Sequence[str], name: str, source: str, s3_endpoint: str | None = None
+) -> Target:
     """Load the Iceberg table, creating it (and its namespace) on first use; check its source."""
     ident = (*namespace, name)
-    catalog.create_namespace_if_not_exists(tuple(namespace))
-    table = catalog.create_table_if_not_exists(ident, schema=iceberg_schema(), partition_spec=partition_spec(),
-                                               sort_order=sort_order(), properties=TABLE_PROPERTIES)
-    if any(table.properties.get(k) != v for k, v in NO_RETRY.items()):
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:  # load first: pyiceberg's SQL catalog writes a new table's metadata file before it finds the name taken
+        table = catalog.load_table(ident)
+    except NoSuchTableError:
+        catalog.create_namespace_if_not_exists(tuple(namespace))
+        table = catalog.create_table_if_not_exists(
+            ident,
+            schema=iceberg_schema(),
+            partition_spec=partition_spec(),
+            sort_order=sort_order(),
+            properties=TABLE_PROPERTIES,
+        )
+    if any(table.properties.get(k) != v for k, v in MANAGED_PROPERTIES.items()):
         with table.transaction() as tx:
-            tx.set_properties(NO_RETRY)
+            tx.set_properties(MANAGED_PROPERTIES)
     recorded = table.properties.get(SOURCE_PROPERTY)
     if recorded and recorded.rstrip("/") != source.rstrip("/"):
-        raise CommitConflict(f"Iceberg table {'.'.join(ident)} is compacted from {recorded}, not {source}: "
-                             "choose another target table (COMPACT_TABLE)")
-    props = dict(table.io.properties)
-    if s3_endpoint and "s3.endpoint" not in props:
-        props["s3.endpoint"] = s3_endpoint
-    remote = urlparse(table.location()).scheme not in ("", "file")
-    s3a = to_s3a(parse_vended(table.location(), props, None), s3_endpoint) if remote else None
-    return Target(table=table, storage=Storage(table.location(), props), s3a=s3a)
+        raise CommitConflict(
+            f"Iceberg table {'.'.join(ident)} is compacted from {recorded}, not {source}: "
+            "choose another target table (COMPACT_TABLE)"
+        )
+    return _target(table, s3_endpoint)
 
 
-def commit(target: Target, data_files: Sequence[str], ledger_uri: str, source: str, run_id: str,
-           summary: Mapping[str, str]) -> int:
+def load_target(catalog: Catalog, namespace: Sequence[str], name: str, s3_endpoint: str | None = None) -> Target | None:
+    """The Iceberg table as it is, or None when it does not exist: nothing is created or changed."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    try:
+        return _target(catalog.load_table((*namespace, name)), s3_endpoint)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return None
+
+
+def _target(table: Table, s3_endpoint: str | None) -> Target:
+    storage, s3a = TableFiles.reach(
+        table.location(), parse_vended(table.location(), table.io.properties, None), s3_endpoint
+    )
+    return Target(storage=storage, s3a=s3a, table=table)
+
+
+def commit(
+    target: Target, data_files: Sequence[str], ledger_uri: str, source: str, run_id: str, summary: Mapping[str, str]
+) -> int:
     """Add a snapshot with ``data_files`` (none: an empty one) and switch the ledger, in one transaction
     that asserts the table is still at ``target.snapshot_id``; returns the new snapshot id."""
-    from pyiceberg.exceptions import CommitFailedException
-
     props = {LEDGER_PROPERTY: ledger_uri, SOURCE_PROPERTY: source, RUN_PROPERTY: run_id}
-    try:
-        with target.table.transaction() as tx:
-            if data_files:
-                tx.add_files(list(data_files), snapshot_properties={**summary, **props})
-            else:
-                with tx.update_snapshot(snapshot_properties={**summary, **props}).fast_append():
-                    pass
-            tx.set_properties(props)
-    except CommitFailedException as exc:
-        raise CommitConflict(f"the Iceberg table changed while this run worked ({exc}); nothing was "
-                             "committed — run again") from exc
+    with (
+        iceberg_errors(f"commit to Iceberg table {'.'.join(target.table.name())}"),
+        target.table.transaction() as tx,
+    ):
+        if data_files:
+            # no duplicate check (it reads every manifest): each name carries this run's id, so no
+            # snapshot can hold it yet
+            tx.add_files(list(data_files), snapshot_properties={**summary, **props}, check_duplicate_files=False)
+        else:
+            with tx.update_snapshot(snapshot_properties={**summary, **props}).fast_append():
+                pass
+        tx.set_properties(props)
     snap = target.table.current_snapshot()
-    assert snap is not None and (snap.summary or {}).get(RUN_PROPERTY) == run_id
+    assert snap is not None and _run_of(snap) == run_id
     return snap.snapshot_id
+
+
+def _run_of(snap: Snapshot) -> str | None:
+    """The id of the run that committed ``snap`` (None: not a compaction's)."""
+    return snap.summary.get(RUN_PROPERTY) if snap.summary is not None else None

@@ -4,14 +4,30 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Annotated
 
+from pydantic import Field, field_validator
+
+from lakeflow.compaction.continuous import Schedule
 from lakeflow.compaction.engine import ENGINES
-from lakeflow.settings import Settings, SettingsError, load_settings, read_env_file
+from lakeflow.settings import Settings, load_settings
+from lakeflow.settings.env import (
+    Duration,
+    EnvModel,
+    Invalid,
+    Name,
+    PositiveInt,
+    SettingsError,
+    choices,
+    env_file,
+    load,
+    overlay,
+    parse_duration,
+)
 
 ENV_TABLE = "COMPACT_TABLE"
 ENV_FILE_MB = "COMPACT_TARGET_FILE_MB"
@@ -20,25 +36,158 @@ ENV_ENGINE = "COMPACT_ENGINE"
 ENV_ARROW_MAX_MB = "COMPACT_ARROW_MAX_MB"
 ENV_DELETE_MIN_AGE = "COMPACT_DELETE_MIN_AGE"
 ENV_LEASE_TTL = "COMPACT_LEASE_TTL"
+ENV_LOOK_BACK = "COMPACT_LOOK_BACK"
+ENV_RAW_RETENTION = "COMPACT_RAW_RETENTION"
 ENV_CRASH_AT = "LAKEFLOW_COMPACT_CRASH_AT"
+ENV_SMALL_FILE_MB = "COMPACT_SMALL_FILE_MB"
+ENV_EXPIRE_OLDER_THAN = "COMPACT_EXPIRE_OLDER_THAN"
+ENV_KEEP_LAST = "COMPACT_KEEP_LAST"
+ENV_ORPHAN_MIN_AGE = "COMPACT_ORPHAN_MIN_AGE"
+ENV_MAINTAIN_EVERY = "COMPACT_MAINTAIN_EVERY"
 DEFAULT_FILE_MB = 128
 DEFAULT_ARROW_MAX_MB = 256
 DEFAULT_BYTES_PER_ROW = 40
-DEFAULT_DELETE_MIN_AGE = "15m"   # many checkpoint intervals: Flink re-commits a restored checkpoint's files
+DEFAULT_DELETE_MIN_AGE = "15m"  # many checkpoint intervals: Flink re-commits a restored checkpoint's files
 DEFAULT_LEASE_TTL = "60s"
+DEFAULT_LOOK_BACK = "1h"  # ≫ 2 checkpoint intervals + a checkpoint's duration: see docs/compaction.md
+DEFAULT_EXPIRE_OLDER_THAN = "7d"  # a week of time travel; Iceberg's own default is 5 days
+DEFAULT_KEEP_LAST = 1  # Iceberg's history.expire.min-snapshots-to-keep
+DEFAULT_ORPHAN_MIN_AGE = "1d"  # far beyond any run (and its lease); see docs/compaction.md
 CRASH_POINTS = ("after-write", "after-commit")
 CRASH_EXIT = 86
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
-_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)?$")
-_UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def parse_duration(text: str) -> float:
-    """``90s``, ``15m``, ``2h``, ``1d``, ``500ms`` or plain seconds → seconds; ValueError otherwise."""
-    m = _DURATION.match(text.strip())
-    if not m:
-        raise ValueError(f"{text!r}: expected a duration such as 90s, 15m, 2h or 1d")
-    return int(m.group(1)) * _UNIT_S[m.group(2) or "s"]
+class CompactEnv(EnvModel):
+    """Compaction (lakeflow compact / make compact; docs/compaction.md).
+
+    The raw JSON part files are compacted into an Iceberg table in the embedded SQLite catalog in
+    LAKEFLOW_HOME, or in Lakekeeper's Iceberg REST catalog ({LAKEKEEPER}/catalog, same auth) when
+    LAKEKEEPER / WAREHOUSE_ID are set. The command's flags win over these.
+    """
+
+    target_table: Name | None = Field(
+        None,
+        alias=ENV_TABLE,
+        description="Iceberg table the raw JSON files are compacted into, in NAMESPACE "
+        "(default: <TABLE>-compacted; must differ from TABLE).",
+    )
+    target_file_mb: PositiveInt = Field(
+        DEFAULT_FILE_MB, alias=ENV_FILE_MB, description="Target Parquet file size in MiB."
+    )
+    bytes_per_row: PositiveInt = Field(
+        DEFAULT_BYTES_PER_ROW,
+        alias=ENV_BYTES_PER_ROW,
+        description="Parquet bytes per reading assumed to size files until the table has statistics.",
+    )
+    engine: Annotated[str, choices(ENGINES)] = Field(
+        "auto",
+        alias=ENV_ENGINE,
+        description="Who parses and writes: auto | spark | arrow. auto = arrow (pyarrow in the driver, no JVM) "
+        f"for batches up to {ENV_ARROW_MAX_MB} of raw JSON, spark above; same output either way.",
+    )
+    arrow_max_mb: PositiveInt = Field(
+        DEFAULT_ARROW_MAX_MB,
+        alias=ENV_ARROW_MAX_MB,
+        description="auto: the largest batch (MiB of new raw JSON) the arrow engine takes; it holds ~3x that "
+        "in memory.",
+    )
+    delete_min_age_s: Duration = Field(
+        parse_duration(DEFAULT_DELETE_MIN_AGE),
+        examples=[DEFAULT_DELETE_MIN_AGE],
+        alias=ENV_DELETE_MIN_AGE,
+        description="--delete-source deletes only compacted raw files at least this old (90s, 15m, 2h, 1d …): "
+        "Flink re-commits the files of a checkpoint it restores from. Several checkpoint intervals "
+        "+ restarts.",
+    )
+    look_back_s: Duration = Field(
+        parse_duration(DEFAULT_LOOK_BACK),
+        examples=[DEFAULT_LOOK_BACK],
+        alias=ENV_LOOK_BACK,
+        description="A run lists the raw table's hour buckets from this long before the newest bucket the "
+        "ledger holds on (older ones only with --full-scan): late commits land at most about two "
+        "checkpoint intervals late.",
+    )
+    raw_retention_s: Duration | None = Field(
+        None,
+        alias=ENV_RAW_RETENTION,
+        description="Delete raw files compacted longer ago than this (per hour bucket; 7d, 30d …; also only "
+        f"once older than {ENV_DELETE_MIN_AGE}). Unset: keep them (unless --delete-source).",
+    )
+    lease_ttl_s: Duration = Field(
+        parse_duration(DEFAULT_LEASE_TTL),
+        examples=[DEFAULT_LEASE_TTL],
+        alias=ENV_LEASE_TTL,
+        description="One compaction per table at a time on any host: the lease lapses this long after its "
+        "holder stopped renewing it (renewed every third of it; at least 3s).",
+    )
+    crash_at: Annotated[str, choices(CRASH_POINTS)] | None = Field(
+        None,
+        alias=ENV_CRASH_AT,
+        description="Tests only: hard-exit the job at a point (after-write | after-commit) to prove crash recovery.",
+    )
+
+    small_file_mb: PositiveInt | None = Field(
+        None,
+        alias=ENV_SMALL_FILE_MB,
+        description="lakeflow maintain / compact --maintain: a data file under this many MiB is small; a day "
+        "partition with 2 or more small files has them merged (default: 3/4 of the target file size).",
+    )
+    expire_older_than_s: Duration = Field(
+        parse_duration(DEFAULT_EXPIRE_OLDER_THAN),
+        examples=[DEFAULT_EXPIRE_OLDER_THAN],
+        alias=ENV_EXPIRE_OLDER_THAN,
+        description="lakeflow maintain: expire snapshots older than this (90s, 15m, 2h, 7d …); the table's "
+        "time travel reaches back this far.",
+    )
+    keep_last: PositiveInt = Field(
+        DEFAULT_KEEP_LAST,
+        alias=ENV_KEEP_LAST,
+        description="lakeflow maintain: keep at least this many of the newest snapshots whatever their age "
+        "(the current one always).",
+    )
+    orphan_min_age_s: Duration = Field(
+        parse_duration(DEFAULT_ORPHAN_MIN_AGE),
+        examples=[DEFAULT_ORPHAN_MIN_AGE],
+        alias=ENV_ORPHAN_MIN_AGE,
+        description="lakeflow maintain: delete files under the table's data/ and metadata/ that no snapshot "
+        "or metadata references only once they are at least this old (a younger one may belong "
+        "to a commit in flight).",
+    )
+    maintain_every_s: Duration | None = Field(
+        None,
+        alias=ENV_MAINTAIN_EVERY,
+        description="lakeflow compact --every: also maintain the table (as lakeflow maintain does, under the "
+        "run's lease) with the first run and then once this long has passed (1h, 1d …). Unset: "
+        "never.",
+    )
+
+    @field_validator("lease_ttl_s")
+    @classmethod
+    def _renewable(cls, ttl: float) -> float:
+        if ttl < 3:
+            raise Invalid("at least 3s (the lease is renewed every third of it)", None)
+        return ttl
+
+    @classmethod
+    def help(cls, field: str) -> str:
+        """A flag's help: the field's description, its variable and its default (a duration's as
+        written, e.g. 15m: its example, which .env.example shows too)."""
+        info = cls.model_fields[field]
+        default = info.examples[0] if info.examples else info.default
+        return f"{info.description} (${info.alias}; default {default})"
+
+
+@dataclass(frozen=True)
+class MaintainOptions:
+    """What ``lakeflow maintain`` (and ``compact --maintain``) does to the table: see lakeflow.compaction.maintain."""
+
+    target_file_bytes: int = DEFAULT_FILE_MB << 20  # merged files aim at this size
+    small_file_bytes: int = (DEFAULT_FILE_MB << 20) * 3 // 4  # a file under this size is small
+    group_max_bytes: int = DEFAULT_ARROW_MAX_MB << 20  # small files merged in memory at once (at most)
+    expire_older_than_s: float = parse_duration(DEFAULT_EXPIRE_OLDER_THAN)
+    keep_last: int = DEFAULT_KEEP_LAST
+    orphan_min_age_s: float = parse_duration(DEFAULT_ORPHAN_MIN_AGE)
+    dry_run: bool = False  # list what would change; change nothing
 
 
 @dataclass(frozen=True)
@@ -46,18 +195,23 @@ class CompactConfig:
     """What one compaction run needs to know. Build with :func:`load_config`."""
 
     settings: Settings
-    target_table: str            # Iceberg table name, in the raw table's namespace
-    target_file_bytes: int       # aim for Parquet files of about this size
-    bytes_per_row: int           # Parquet bytes per row assumed until the table has statistics
-    engine: str                  # auto | spark | arrow (lakeflow.compaction.engine)
-    arrow_max_bytes: int         # auto: batches of at most this many raw bytes go to the arrow engine
-    delete_source: bool          # delete compacted raw files after the commit …
-    delete_min_age_s: float      # … once they are at least this old (Flink may re-commit younger ones)
-    lease_ttl_s: float           # the lease on the table lapses this long after its holder stops renewing
-    move_quarantined: bool       # move quarantined raw files to <raw>/_quarantine/
-    report_path: Optional[Path]  # also write the summary as JSON here
+    target_table: str  # Iceberg table name, in the raw table's namespace
+    target_file_bytes: int  # aim for Parquet files of about this size
+    bytes_per_row: int  # Parquet bytes per row assumed until the table has statistics
+    engine: str  # auto | spark | arrow (lakeflow.compaction.engine)
+    arrow_max_bytes: int  # auto: batches of at most this many raw bytes go to the arrow engine
+    delete_source: bool  # delete compacted raw files after the commit …
+    delete_min_age_s: float  # … once they are at least this old (Flink may re-commit younger ones)
+    lease_ttl_s: float  # the lease on the table lapses this long after its holder stops renewing
+    look_back_s: float  # list buckets from this long before the ledger's newest bucket on …
+    full_scan: bool  # … or every bucket
+    raw_retention_s: float | None  # delete raw files compacted longer ago than this (None: keep)
+    move_quarantined: bool  # move quarantined raw files to <raw>/_quarantine/
+    report_path: Path | None  # also write the summary as JSON here
     run_id: str
-    crash_at: Optional[str] = None  # test hook: hard-exit at this point (see CRASH_POINTS)
+    crash_at: str | None = None  # test hook: hard-exit at this point (see CRASH_POINTS)
+    maintain: bool = False  # run lakeflow.compaction.maintain after a successful run
+    maintenance: MaintainOptions = MaintainOptions()
 
     @property
     def namespace(self) -> tuple[str, ...]:
@@ -69,105 +223,182 @@ class CompactConfig:
         return ".".join((*self.namespace, self.target_table))
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The job's flags (shared by ``jobs/compact.py`` and ``lakeflow compact``)."""
-    parser.add_argument("--target-table", metavar="NAME",
-                        help=f"Iceberg table name in NAMESPACE (${ENV_TABLE}; default: TABLE-compacted)")
-    parser.add_argument("--target-file-mb", type=int, metavar="MB",
-                        help=f"target Parquet file size in MiB (${ENV_FILE_MB}; default {DEFAULT_FILE_MB})")
-    parser.add_argument("--engine", choices=ENGINES,
-                        help=f"who parses and writes: spark, arrow (pyarrow in the driver), or auto — arrow "
-                             f"for batches up to ${ENV_ARROW_MAX_MB} (default {DEFAULT_ARROW_MAX_MB}) MiB "
-                             f"(${ENV_ENGINE}; default auto)")
-    parser.add_argument("--delete-source", action="store_true",
-                        help="delete the compacted raw files after a successful commit, once they are "
-                             "older than --delete-min-age")
-    parser.add_argument("--delete-min-age", metavar="DURATION",
-                        help="with --delete-source: keep raw files younger than this, which Flink may still "
-                             f"re-commit when it restores a checkpoint (${ENV_DELETE_MIN_AGE}; default "
-                             f"{DEFAULT_DELETE_MIN_AGE}; e.g. 90s, 15m, 2h)")
-    parser.add_argument("--move-quarantined", action="store_true",
-                        help="move quarantined raw files to <raw location>/_quarantine/")
+    add_table_arguments(parser)
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help=f"who parses and writes: spark, arrow (pyarrow in the driver), or auto — arrow "
+        f"for batches up to ${ENV_ARROW_MAX_MB} (default {DEFAULT_ARROW_MAX_MB}) MiB "
+        f"(${ENV_ENGINE}; default auto)",
+    )
+    parser.add_argument(
+        "--delete-source",
+        action="store_true",
+        help="delete the compacted raw files after a successful commit, once they are older than --delete-min-age",
+    )
+    parser.add_argument("--delete-min-age", metavar="DURATION", help=CompactEnv.help("delete_min_age_s"))
+    parser.add_argument("--raw-retention", metavar="DURATION", help=CompactEnv.help("raw_retention_s"))
+    parser.add_argument("--look-back", metavar="DURATION", help=CompactEnv.help("look_back_s"))
+    parser.add_argument(
+        "--full-scan",
+        action="store_true",
+        help="list every bucket of the raw table, not only the look-back window: catches "
+        "files committed later than the look-back (cost grows with the raw table)",
+    )
+    parser.add_argument(
+        "--move-quarantined", action="store_true", help="move quarantined raw files to <raw location>/_quarantine/"
+    )
     parser.add_argument("--report", type=Path, metavar="PATH", help="write the run summary as JSON to PATH")
+    parser.add_argument(
+        "--maintain", action="store_true", help="after a successful run, maintain the table as `lakeflow maintain` does"
+    )
+    add_maintain_arguments(parser)
+
+
+def add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which table, and its file size (``lakeflow compact`` and ``lakeflow maintain``)."""
+    parser.add_argument(
+        "--target-table",
+        metavar="NAME",
+        help=f"Iceberg table name in NAMESPACE (${ENV_TABLE}; default: TABLE-compacted)",
+    )
+    parser.add_argument("--target-file-mb", type=int, metavar="MB", help=CompactEnv.help("target_file_mb"))
     parser.add_argument("--local", action="store_true", help="use the embedded local catalogs")
+
+
+def table_argv(args: argparse.Namespace) -> list[str]:
+    """The flags of :func:`add_table_arguments` back as a command line."""
+    argv = ["--target-table", args.target_table] if args.target_table else []
+    if args.target_file_mb is not None:
+        argv += ["--target-file-mb", str(args.target_file_mb)]
+    return argv + (["--local"] if args.local else [])
+
+
+def add_maintain_arguments(parser: argparse.ArgumentParser) -> None:
+    """``lakeflow maintain``'s own flags (``lakeflow compact --maintain`` takes them too)."""
+    parser.add_argument(
+        "--small-file-mb",
+        type=int,
+        metavar="MB",
+        help=f"maintain: merge a partition's files under this size (${ENV_SMALL_FILE_MB}; "
+        "default 3/4 of the target file size)",
+    )
+    parser.add_argument("--expire-older-than", metavar="DURATION", help=CompactEnv.help("expire_older_than_s"))
+    parser.add_argument("--keep-last", type=int, metavar="N", help=CompactEnv.help("keep_last"))
+    parser.add_argument("--orphan-min-age", metavar="DURATION", help=CompactEnv.help("orphan_min_age_s"))
+
+
+def maintain_argv(args: argparse.Namespace) -> list[str]:
+    """The flags of :func:`add_maintain_arguments` back as a command line."""
+    argv: list[str] = []
+    for flag in ("small_file_mb", "expire_older_than", "keep_last", "orphan_min_age"):
+        if getattr(args, flag) is not None:
+            argv += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
+    return argv
 
 
 def job_argv(args: argparse.Namespace) -> list[str]:
     """The flags of :func:`add_arguments` back as a command line (for spark-submit)."""
-    argv: list[str] = []
-    if args.target_table:
-        argv += ["--target-table", args.target_table]
-    if args.target_file_mb is not None:
-        argv += ["--target-file-mb", str(args.target_file_mb)]
+    argv = table_argv(args)
     if args.engine:
         argv += ["--engine", args.engine]
-    if args.delete_min_age:
-        argv += ["--delete-min-age", args.delete_min_age]
-    for flag in ("delete_source", "move_quarantined", "local"):
+    for flag in ("delete_min_age", "raw_retention", "look_back"):
+        if getattr(args, flag):
+            argv += ["--" + flag.replace("_", "-"), getattr(args, flag)]
+    for flag in ("delete_source", "full_scan", "move_quarantined", "maintain"):
         if getattr(args, flag):
             argv.append("--" + flag.replace("_", "-"))
     if args.report:
         argv += ["--report", str(args.report.resolve())]
-    return argv
+    return argv + maintain_argv(args)
 
 
-def load_config(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] = None) -> CompactConfig:
+def load_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> CompactConfig:
     """Parse the job's flags and read settings and ``COMPACT_*`` variables; errors name the variable."""
     parser = argparse.ArgumentParser(prog="compact", description="Compact raw JSON part files into Iceberg.")
     add_arguments(parser)
     args = parser.parse_args(argv)
-    environ = dict(os.environ if env is None else env)
+    environ = os.environ if env is None else env
     settings = load_settings(environ, local=True if args.local else None)
-    env_file = Path(environ.get("LAKEFLOW_ENV_FILE") or ".env.local")
-    environ = {**read_env_file(env_file), **{k: v for k, v in environ.items() if v != ""}}
-    errors: list[str] = []
+    flags = {
+        ENV_TABLE: args.target_table,
+        ENV_ENGINE: args.engine,
+        ENV_DELETE_MIN_AGE: args.delete_min_age,
+        ENV_LOOK_BACK: args.look_back,
+        ENV_RAW_RETENTION: args.raw_retention,
+        ENV_FILE_MB: None if args.target_file_mb is None else str(args.target_file_mb),
+        ENV_EXPIRE_OLDER_THAN: args.expire_older_than,
+        ENV_ORPHAN_MIN_AGE: args.orphan_min_age,
+        **{
+            name: None if flag is None else str(flag)
+            for name, flag in ((ENV_SMALL_FILE_MB, args.small_file_mb), (ENV_KEEP_LAST, args.keep_last))
+        },
+    }
+    values = {**overlay(environ, env_file(environ)), **{k: v for k, v in flags.items() if v}}
+    table = values.get(ENV_TABLE) or f"{settings.table}-compacted"
+    problems = []  # the other checks are the fields'
+    if table == settings.table:
+        problems.append(
+            f"{ENV_TABLE}={table!r}: must differ from TABLE (Lakekeeper keeps generic and "
+            "Iceberg tables in one name space)"
+        )
+    env_ = load(CompactEnv, {**values, ENV_TABLE: table}, "compaction settings", problems)
+    return CompactConfig(
+        settings=settings,
+        target_table=table,
+        target_file_bytes=env_.target_file_mb << 20,
+        bytes_per_row=env_.bytes_per_row,
+        engine=env_.engine,
+        arrow_max_bytes=env_.arrow_max_mb << 20,
+        delete_source=args.delete_source,
+        delete_min_age_s=env_.delete_min_age_s,
+        lease_ttl_s=env_.lease_ttl_s,
+        look_back_s=env_.look_back_s,
+        full_scan=args.full_scan,
+        raw_retention_s=env_.raw_retention_s,
+        move_quarantined=args.move_quarantined,
+        report_path=args.report.resolve() if args.report else None,
+        run_id=str(uuid.uuid4()),
+        crash_at=env_.crash_at,
+        maintain=args.maintain,
+        maintenance=MaintainOptions(
+            target_file_bytes=env_.target_file_mb << 20,
+            small_file_bytes=(env_.small_file_mb << 20 if env_.small_file_mb else (env_.target_file_mb << 20) * 3 // 4),
+            group_max_bytes=env_.arrow_max_mb << 20,
+            expire_older_than_s=env_.expire_older_than_s,
+            keep_last=env_.keep_last,
+            orphan_min_age_s=env_.orphan_min_age_s,
+        ),
+    )
 
-    table = args.target_table or environ.get(ENV_TABLE) or f"{settings.table}-compacted"
-    if not _NAME.match(table):
-        errors.append(f"{ENV_TABLE}={table!r}: expected letters, digits, '_' or '-' (at most 128)")
-    elif table == settings.table:
-        errors.append(f"{ENV_TABLE}={table!r}: must differ from TABLE (Lakekeeper keeps generic and "
-                      "Iceberg tables in one name space)")
 
-    def positive(flag: Optional[int], name: str, default: int) -> int:
-        raw = str(flag) if flag is not None else environ.get(name) or str(default)
-        if not raw.isdigit() or int(raw) <= 0:
-            errors.append(f"{name}={raw!r}: expected a positive whole number")
-            return default
-        return int(raw)
-
-    file_mb = positive(args.target_file_mb, ENV_FILE_MB, DEFAULT_FILE_MB)
-    bytes_per_row = positive(None, ENV_BYTES_PER_ROW, DEFAULT_BYTES_PER_ROW)
-    arrow_max_mb = positive(None, ENV_ARROW_MAX_MB, DEFAULT_ARROW_MAX_MB)
-    engine = args.engine or environ.get(ENV_ENGINE) or "auto"
-    if engine not in ENGINES:
-        errors.append(f"{ENV_ENGINE}={engine!r}: expected one of {', '.join(ENGINES)}")
-
-    def duration(flag: Optional[str], name: str, default: str) -> float:
-        raw = flag or environ.get(name) or default
-        try:
-            return parse_duration(raw)
-        except ValueError as exc:
-            errors.append(f"{name}={exc}")
-            return parse_duration(default)
-
-    delete_min_age_s = duration(args.delete_min_age, ENV_DELETE_MIN_AGE, DEFAULT_DELETE_MIN_AGE)
-    lease_ttl_s = duration(None, ENV_LEASE_TTL, DEFAULT_LEASE_TTL)
-    if lease_ttl_s < 3:
-        errors.append(f"{ENV_LEASE_TTL}: at least 3s (the lease is renewed every third of it)")
-    crash_at = environ.get(ENV_CRASH_AT) or None
-    if crash_at and crash_at not in CRASH_POINTS:
-        errors.append(f"{ENV_CRASH_AT}={crash_at!r}: expected one of {', '.join(CRASH_POINTS)}")
-    if errors:
-        raise SettingsError("invalid compaction settings:\n  " + "\n  ".join(errors))
-    return CompactConfig(settings=settings, target_table=table, target_file_bytes=file_mb * 1024 * 1024,
-                         bytes_per_row=bytes_per_row, engine=engine, arrow_max_bytes=arrow_max_mb * 1024 * 1024,
-                         delete_source=args.delete_source, delete_min_age_s=delete_min_age_s,
-                         lease_ttl_s=lease_ttl_s,
-                         move_quarantined=args.move_quarantined,
-                         report_path=args.report.resolve() if args.report else None,
-                         run_id=str(uuid.uuid4()), crash_at=crash_at)
+def schedule(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Schedule | None:
+    """``lakeflow compact --every``'s schedule (None: a single run); ``--maintain-every`` over
+    ``COMPACT_MAINTAIN_EVERY``, which applies only with ``--every``."""
+    if not args.every:
+        if args.maintain_every:
+            raise SettingsError("--maintain-every applies only with --every (a single run: --maintain)")
+        return None
+    problems: list[str] = []
+    every = 0.0
+    try:
+        every = parse_duration(args.every)
+    except ValueError:
+        problems.append(f"--every {args.every!r}: expected a duration such as 90s, 15m, 2h or 1d")
+    if args.print_command:
+        problems.append("--every and --print-command exclude each other")
+    if args.maintain and args.maintain_every:
+        problems.append("--maintain (every run) and --maintain-every exclude each other")
+    environ = os.environ if env is None else env
+    values = overlay(environ, env_file(environ))
+    if args.maintain_every:
+        values[ENV_MAINTAIN_EVERY] = args.maintain_every
+    env_ = load(CompactEnv, values, "compaction settings", problems)
+    if every <= 0:
+        raise SettingsError(f"--every {args.every!r}: must be more than 0")
+    return Schedule(every_s=every, maintain_every_s=env_.maintain_every_s)
 
 
 def crash_point(config: CompactConfig, name: str) -> None:
@@ -181,4 +412,3 @@ def crash_point(config: CompactConfig, name: str) -> None:
             handler.flush()
         sys.stdout.flush()
         os._exit(CRASH_EXIT)
-

@@ -1,42 +1,61 @@
-"""Who does the heavy lifting of a run — parse, de-duplicate, sort, write Parquet — and how it is chosen.
+"""The engine contract: what a raw part file holds, and what an engine does with a batch of them.
 
-Two engines share one contract, so every other stage (ledger, quarantine, naming, commit, lineage)
-is the same whichever runs:
+Two engines implement it — :mod:`lakeflow.compaction.spark` (a Spark session, for batches larger
+than one machine's memory should hold) and :mod:`lakeflow.compaction.arrow` (pyarrow in the
+driver, for the small, frequent batches a streaming sink produces, where a JVM's start-up costs
+more than the work) — so every other stage (ledger, quarantine, naming, commit, lineage) is the
+same whichever runs. ``auto`` (the default) picks ``arrow`` for batches of at most
+``COMPACT_ARROW_MAX_MB`` raw bytes and ``spark`` above. Both write the same Parquet layout
+(``ts_day=<day>/*.parquet``, sorted by time, the Iceberg table's schema).
 
-- ``spark``: the Spark session (``local[2]`` or a cluster) — for batches larger than one machine's
-  memory should hold, and wherever the input is too big to parse in one process;
-- ``arrow``: pyarrow inside the driver — for the small, frequent batches a streaming sink
-  produces, where a JVM's start-up and warm-up cost more than the work itself.
+What a part file holds — both engines read with the semantics of Spark's ``multiLine`` JSON reader
+in PERMISSIVE mode under the explicit schema :data:`lakeflow.readings.FIELDS`:
 
-``auto`` (the default) picks ``arrow`` when the batch's raw bytes are at most
-``COMPACT_ARROW_MAX_MB`` and ``spark`` otherwise. Both read with the same semantics (see
-:class:`FileSummary`) and write the same Parquet layout (``ts_day=<day>/*.parquet``, sorted by
-time, the Iceberg table's schema).
+- its *records* are the objects of the JSON array it starts with (a top-level object is one
+  record); what follows the file's first JSON value is ignored, and so are unknown fields;
+- a *bad record* has a field that is missing, null or of the wrong type — a string field takes
+  any other JSON value as its source text (``1.50`` → ``"1.50"``), a double an integer and the
+  strings ``"NaN"``, ``"Infinity"``, ``"-INF"``…, an integer must fit 64 bits; the file's other
+  records are compacted, the bad one set aside with the reason :data:`BAD_RECORD` and the fields
+  at fault;
+- a *malformed* file does not start with JSON, is a JSON scalar, or is an array with an element
+  that is not an object; so is a file whose only record has no field of the schema (``[{}]``:
+  Spark cannot tell it from a parse failure). It is quarantined whole (:data:`MALFORMED`);
+- an *empty* file holds no JSON at all (0 bytes or whitespace): quarantined whole (:data:`EMPTY`).
+  ``[]`` holds no records and is consumed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from lakeflow.compaction.storage import FileEntry, Storage
-    from lakeflow.credentials import S3ASettings
+    from lakeflow.compaction.files import FileEntry
 
 ENGINES = ("auto", "spark", "arrow")
+EMPTY = "empty file (no JSON content)"
+MALFORMED = "not a JSON array of reading objects (malformed or truncated JSON)"
+BAD_RECORD = "missing, null or mistyped"  # reason of a bad record, followed by ": <fields>"
 
 
 @dataclass(frozen=True)
 class FileSummary:
     """What an engine found in one part file that produced rows (files holding ``[]`` or nothing
-    have none). Records with a missing, null or mistyped field are ``bad_rows``; a file that is not
-    a JSON array of objects is ``malformed``."""
+    have none): its records, the bad ones, whether it is malformed, the time range of its good rows."""
 
     rows: int
     bad_rows: int
     malformed: bool
-    min_ms: Optional[int]    # time range of its good rows
-    max_ms: Optional[int]
+    min_ms: int | None
+    max_ms: int | None
+
+    @classmethod
+    def of(cls, rows: int, bad_rows: int, empty_rows: int, min_ms: int | None, max_ms: int | None) -> FileSummary:
+        """The summary of a file that gave ``rows`` rows, ``empty_rows`` of them with every field null:
+        a malformed file comes back as its only row, all null (see the module's docstring)."""
+        return cls(rows=rows, bad_rows=bad_rows, malformed=rows == 1 and empty_rows == 1, min_ms=min_ms, max_ms=max_ms)
 
 
 class Engine(Protocol):
@@ -44,7 +63,7 @@ class Engine(Protocol):
 
     name: str
 
-    def read(self, files: Sequence["FileEntry"]) -> dict[str, FileSummary]:
+    def read(self, files: Sequence[FileEntry]) -> dict[str, FileSummary]:
         """Parse the raw ``files``; keep their rows; summarise each file (keyed by ``rel``)."""
 
     def write_bad_records(self, quarantined: Sequence[str], rel: str) -> None:
@@ -64,15 +83,3 @@ def choose(wanted: str, batch_bytes: int, arrow_max_bytes: int) -> str:
     if wanted != "auto":
         return wanted
     return "arrow" if batch_bytes <= arrow_max_bytes else "spark"
-
-
-def open_engine(name: str, raw: "Storage", target: "Storage", raw_s3a: Optional["S3ASettings"],
-                target_s3a: Optional["S3ASettings"], app_name: str) -> Engine:
-    """Start the named engine for one run's two tables."""
-    if name == "arrow":
-        from lakeflow.compaction.arrow_engine import ArrowEngine
-
-        return ArrowEngine(raw, target)
-    from lakeflow.compaction.spark_engine import SparkEngine
-
-    return SparkEngine(raw, target, raw_s3a, target_s3a, app_name)

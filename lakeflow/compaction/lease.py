@@ -21,10 +21,9 @@ import socket
 import threading
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Optional
 
+from lakeflow.compaction.files import Storage
 from lakeflow.compaction.naming import STATE_DIR
-from lakeflow.compaction.storage import Storage
 
 log = logging.getLogger(__name__)
 LEASE_DIR = f"{STATE_DIR}/lease"
@@ -46,7 +45,7 @@ class Holder:
     host: str
     pid: int
     boot_id: str
-    expires_at: str           # ISO 8601, UTC
+    expires_at: str  # ISO 8601, UTC
     released: bool = False
 
     def free(self, now: datetime) -> bool:
@@ -65,11 +64,11 @@ class Lease:
     def __init__(self, storage: Storage, run_id: str, what: str, ttl_s: float) -> None:
         self.storage, self.run_id, self.what, self.ttl_s = storage, run_id, what, ttl_s
         self.generation = 0
-        self._lost: Optional[str] = None
+        self._lost: str | None = None
         self._stop = threading.Event()
-        self._renewer: Optional[threading.Thread] = None
+        self._renewer: threading.Thread | None = None
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         self.acquire()
         return self
 
@@ -82,12 +81,15 @@ class Lease:
         if latest is not None:
             generation, holder = latest
             if holder is not None and not holder.free(_now()):
-                raise CompactionBusy(f"another compaction of {self.what} is running ({holder.describe()}); "
-                                     f"lease {self.storage.uri(LEASE_DIR)}")
+                raise CompactionBusy(
+                    f"another compaction of {self.what} is running ({holder.describe()}); "
+                    f"lease {self.storage.uri(LEASE_DIR)}"
+                )
             self.generation = generation
         if not self._next(released=False):
-            raise CompactionBusy(f"another compaction of {self.what} took the lease just now; "
-                                 f"lease {self.storage.uri(LEASE_DIR)}")
+            raise CompactionBusy(
+                f"another compaction of {self.what} took the lease just now; lease {self.storage.uri(LEASE_DIR)}"
+            )
         self._prune()
         self._renewer = threading.Thread(target=self._renew, name="lakeflow-lease", daemon=True)
         self._renewer.start()
@@ -120,14 +122,20 @@ class Lease:
     def _next(self, released: bool) -> bool:
         """Create the next generation as ours; False if another run created it first."""
         expires = _now() + timedelta(seconds=self.ttl_s)
-        holder = Holder(run_id=self.run_id, host=socket.gethostname(), pid=os.getpid(), boot_id=_boot_id(),
-                        expires_at=expires.isoformat(timespec="milliseconds"), released=released)
+        holder = Holder(
+            run_id=self.run_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            boot_id=_boot_id(),
+            expires_at=expires.isoformat(timespec="milliseconds"),
+            released=released,
+        )
         if not self.storage.create(_name(self.generation + 1), json.dumps(asdict(holder)).encode()):
             return False
         self.generation += 1
         return True
 
-    def _latest(self) -> Optional[tuple[int, Optional[Holder]]]:
+    def _latest(self) -> tuple[int, Holder | None] | None:
         """The newest generation and its holder (None if unreadable: treated as free, it can only be ours)."""
         newest = max(self._generations(), default=None)
         if newest is None:

@@ -8,17 +8,36 @@ harvester joins both engines' lineage into one graph.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
+
+from openlineage.client.facet_v2 import processing_engine_run
 
 from lakeflow.compaction.commit import Target, iceberg_catalog_uri
 from lakeflow.compaction.config import CompactConfig
-from lakeflow.compaction.report import Report
+from lakeflow.compaction.report import CompactionReport
 from lakeflow.compaction.source import RawTable
 from lakeflow.lineage import openlineage as ol
 from lakeflow.lineage.datasets import DatasetId, catalog_alias, from_location
 
 JOB_NAMESPACE = "lakeflow"
+INTEGRATION = "LAKEFLOW"  # lakeflow's own job and events, whichever engine ran (processing_engine says which)
+ENGINE_MODULES = {"arrow": "pyarrow", "spark": "pyspark"}  # engine → the library that ran it
+
+
+def engine_facet(engine: str) -> processing_engine_run.ProcessingEngineRunFacet | None:
+    """The standard ``processing_engine`` run facet of the engine that ran (none before one was chosen,
+    nor for a run with nothing new): ``{"name": "arrow" | "spark", "version": its library's}``."""
+    if engine not in ENGINE_MODULES:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version(ENGINE_MODULES[engine])
+    except PackageNotFoundError:
+        found = "unknown"
+    return processing_engine_run.ProcessingEngineRunFacet(version=found, name=engine, producer=ol.PRODUCER)
 
 
 def job_name(config: CompactConfig) -> str:
@@ -30,22 +49,30 @@ def raw_datasets(config: CompactConfig, raw: RawTable) -> tuple[DatasetId, Datas
     s = config.settings
     catalog_uri = s.lakekeeper if s.catalog == "lakekeeper" else s.home.as_uri()
     ident = raw.handle.ident
-    return (from_location(raw.handle.location),
-            catalog_alias(catalog_uri, ident.warehouse, ".".join(ident.namespace), ident.name))
+    return (
+        from_location(raw.handle.location),
+        catalog_alias(catalog_uri, ident.warehouse, ".".join(ident.namespace), ident.name),
+    )
 
 
 def target_datasets(config: CompactConfig, raw: RawTable, target: Target) -> tuple[DatasetId, DatasetId]:
     """The Iceberg table's canonical identity (its location) and its Iceberg catalog alias."""
-    return (from_location(target.location),
-            catalog_alias(iceberg_catalog_uri(config.settings), raw.handle.ident.warehouse,
-                          ".".join(config.namespace), config.target_table))
+    return (
+        from_location(target.location),
+        catalog_alias(
+            iceberg_catalog_uri(config.settings),
+            raw.handle.ident.warehouse,
+            ".".join(config.namespace),
+            config.target_table,
+        ),
+    )
 
 
 class LineageRun:
     """Builds the run's events with openlineage-python and writes them into the lineage store;
     the final event's input/output statistics facets carry the report's figures."""
 
-    def __init__(self, config: CompactConfig, raw: RawTable, target: Target, report: Report) -> None:
+    def __init__(self, config: CompactConfig, raw: RawTable, target: Target, report: CompactionReport) -> None:
         self.config, self.report = config, report
         self.raw, self.raw_alias = raw_datasets(config, raw)
         self.out, self.out_alias = target_datasets(config, raw, target)
@@ -55,21 +82,35 @@ class LineageRun:
         if final:
             r = self.report
             inputs = [ol.input_dataset(self.raw, [self.raw_alias], rows=r.rows_in, size=r.bytes_in, files=r.files_in)]
-            outputs = [ol.output_dataset(self.out, [self.out_alias], rows=r.rows_out, size=r.bytes_out,
-                                         files=r.files_out)]
+            outputs = [
+                ol.output_dataset(self.out, [self.out_alias], rows=r.rows_out, size=r.bytes_out, files=r.files_out)
+            ]
             run_facets = {**run_facets, "lakeflow_compaction": ol.compaction_facet(r.facet())}
         else:
-            inputs, outputs = [ol.input_dataset(self.raw, [self.raw_alias])], [ol.output_dataset(self.out, [self.out_alias])]
-        return ol.run_event(event_type, run_id=self.config.run_id, job_namespace=JOB_NAMESPACE,
-                            job_name=job_name(self.config), inputs=inputs, outputs=outputs,
-                            run_facets=run_facets, job_facets={"jobType": ol.job_type("BATCH", "SPARK")})
+            inputs, outputs = (
+                [ol.input_dataset(self.raw, [self.raw_alias])],
+                [ol.output_dataset(self.out, [self.out_alias])],
+            )
+        engine = engine_facet(self.report.engine)
+        if engine is not None:
+            run_facets = {**run_facets, "processing_engine": engine}
+        return ol.run_event(
+            event_type,
+            run_id=self.config.run_id,
+            job_namespace=JOB_NAMESPACE,
+            job_name=job_name(self.config),
+            inputs=inputs,
+            outputs=outputs,
+            run_facets=run_facets,
+            job_facets={"jobType": ol.job_type("BATCH", INTEGRATION)},
+        )
 
     def write(self, event_type: str, run_facets: dict[str, Any] | None = None, final: bool = False) -> None:
         self.transport.emit(self.event(event_type, run_facets or {}, final))
 
 
 @contextmanager
-def lineage_run(config: CompactConfig, raw: RawTable, target: Target, report: Report) -> Iterator[LineageRun]:
+def lineage_run(config: CompactConfig, raw: RawTable, target: Target, report: CompactionReport) -> Iterator[LineageRun]:
     """START now; COMPLETE when the block ends, FAIL (with the error) when it raises."""
     run = LineageRun(config, raw, target, report)
     run.write("START")

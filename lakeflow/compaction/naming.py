@@ -1,4 +1,4 @@
-"""Every path a run creates, named here once: data files, staging folder, ledger, intent.
+"""Every path a run creates, named here once: data files, staging folder, ledger (index, segments), intent.
 
 Data file names say what is inside — Pinot's segment naming (table, time range, sequence) — and
 whose they are:
@@ -15,25 +15,26 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Sequence
 
 from lakeflow.compaction.schema import DAY
 
 SEPARATOR = "__"
-STATE_DIR = "_lakeflow/compaction"   # target-relative: ledgers, intents, the lease
-STAGING = "data/_staging"            # target-relative: engines write here before the final rename
-_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-LEDGER_PATTERN = re.compile(rf"{STATE_DIR}/ledger-{_UUID}\.json\.gz")
+STATE_DIR = "_lakeflow/compaction"  # target-relative: ledger indexes, intents, the lease
+SEGMENTS_DIR = "_lakeflow/segments"  # target-relative: ledger segments, one folder per run that wrote some
+STAGING = "data/_staging"  # target-relative: engines write here before the final rename
+UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+LEDGER_PATTERN = re.compile(rf"{STATE_DIR}/ledger-{UUID}\.json\.gz")
 
 
 @dataclass(frozen=True)
 class DataFileStats:
     """A written Parquet file: where Spark staged it and what it holds."""
 
-    rel: str        # relative to the target table's location
-    day: str        # partition value, YYYY-MM-DD (UTC)
+    rel: str  # relative to the target table's location
+    day: str  # partition value, YYYY-MM-DD (UTC)
     rows: int
     size: int
     min_ms: int
@@ -62,25 +63,32 @@ def ledger_name(run_id: str) -> str:
     return f"{STATE_DIR}/ledger-{run_id}.json.gz"
 
 
+def segment_dir(run_id: str) -> str:
+    return f"{SEGMENTS_DIR}/{run_id}"
+
+
 def intent_name(run_id: str) -> str:
     return f"{STATE_DIR}/intent-{run_id}.json"
 
 
 def is_data_file_of(rel: str, run_id: str) -> bool:
     """True if ``rel`` is a final data file path that run ``run_id`` could have named."""
-    return re.fullmatch(rf"data/{DAY}=\d{{4}}-\d{{2}}-\d{{2}}/[^/]+{SEPARATOR}{re.escape(run_id)}\.parquet",
-                        rel) is not None
+    return (
+        re.fullmatch(rf"data/{DAY}=\d{{4}}-\d{{2}}-\d{{2}}/[^/]+{SEPARATOR}{re.escape(run_id)}\.parquet", rel)
+        is not None
+    )
 
 
 def data_file_name(table: str, day: str, min_ms: int, max_ms: int, sequence: int, index: int, run_id: str) -> str:
-    return SEPARATOR.join((table, day, timestamp(min_ms), timestamp(max_ms),
-                           f"{sequence:08d}-{index:03d}", run_id)) + ".parquet"
+    return (
+        SEPARATOR.join((table, day, timestamp(min_ms), timestamp(max_ms), f"{sequence:08d}-{index:03d}", run_id))
+        + ".parquet"
+    )
 
 
 def final_paths(files: Sequence[DataFileStats], table: str, sequence: int, run_id: str) -> list[str]:
     """Final target-relative paths for ``files``, numbered in (day, time) order; same order as given."""
-    order = sorted(range(len(files)), key=lambda i: (files[i].day, files[i].min_ms, files[i].max_ms,
-                                                       files[i].rel))
+    order = sorted(range(len(files)), key=lambda i: (files[i].day, files[i].min_ms, files[i].max_ms, files[i].rel))
     paths = [""] * len(files)
     for index, i in enumerate(order, start=1):
         f = files[i]

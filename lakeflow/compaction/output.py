@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 
+from lakeflow.compaction.files import Storage
 from lakeflow.compaction.naming import DataFileStats
-from lakeflow.compaction.schema import DAY, TIME
-from lakeflow.compaction.storage import Storage
+from lakeflow.compaction.schema import DAY
+from lakeflow.readings import TIME
 
 
 def file_count(rows: int, target_bytes: int, bytes_per_row: float) -> int:
@@ -38,6 +39,14 @@ def staged_files(target: Storage, staging: str) -> list[DataFileStats]:
             highs.append(stats.max)
         if not lows:
             continue
-        out.append(DataFileStats(rel=entry.rel, day=folder.split("=", 1)[1], rows=meta.num_rows,
-                                 size=entry.size, min_ms=min(lows), max_ms=max(highs)))
+        out.append(
+            DataFileStats(
+                rel=entry.rel,
+                day=folder.split("=", 1)[1],
+                rows=meta.num_rows,
+                size=entry.size,
+                min_ms=min(lows),
+                max_ms=max(highs),
+            )
+        )
     return out

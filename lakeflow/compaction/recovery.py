@@ -7,12 +7,12 @@ The next run (holding the lease) reads the intents left behind:
 - a run that could still commit — the table is still at the snapshot it planned on, so its
   commit's assertion would pass — is left alone until the table has moved on;
 - any other run never became visible and never can: the files it wrote (staged and final
-  Parquet, its ledger, its quarantined records) are orphans and are deleted.
+  Parquet, its ledger index and segments, its quarantined records) are orphans and are deleted.
 
 Nothing is deleted on an intent's word alone. Each path must be exactly one its run would have
 made (derived from its run id: see :mod:`lakeflow.compaction.naming`), a data file that any
 snapshot of the table references is never deleted (the manifests are checked first), and neither
-is the ledger the table points at. An intent that fails these checks is reported and set aside
+is the ledger the table points at, nor a segment it names. An intent that fails these checks is reported and set aside
 under ``_lakeflow/compaction/rejected/``, never acted on.
 """
 
@@ -21,14 +21,21 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import Optional
 
 from lakeflow.compaction.commit import Target, referenced_files
-from lakeflow.compaction.ledger import Ledger
-from lakeflow.compaction.naming import (LEDGER_PATTERN, STATE_DIR, intent_name, is_data_file_of, is_run_id,
-                                        ledger_name, staging_dir)
+from lakeflow.compaction.files import Storage
+from lakeflow.compaction.ledger import Ledger, drop_superseded
+from lakeflow.compaction.naming import (
+    LEDGER_PATTERN,
+    STATE_DIR,
+    intent_name,
+    is_data_file_of,
+    is_run_id,
+    ledger_name,
+    segment_dir,
+    staging_dir,
+)
 from lakeflow.compaction.quarantine import records_dir
-from lakeflow.compaction.storage import Storage
 
 log = logging.getLogger(__name__)
 REJECTED_DIR = f"{STATE_DIR}/rejected"
@@ -43,9 +50,9 @@ class Intent:
     """What a run creates. Every path but the data files follows from the run id."""
 
     run_id: str
-    planned_snapshot: Optional[int]     # the table's snapshot the run planned on (its commit asserts it)
-    data_files: tuple[str, ...] = ()    # target-relative final data files
-    previous_ledger: str = ""           # target-relative ledger it replaces (deleted once committed)
+    planned_snapshot: int | None  # the table's snapshot the run planned on (its commit asserts it)
+    data_files: tuple[str, ...] = ()  # target-relative final data files
+    previous_ledger: str = ""  # target-relative ledger it replaces (deleted once committed)
 
     @property
     def staging(self) -> str:
@@ -64,7 +71,7 @@ class Intent:
         return json.dumps(asdict(self), indent=1).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Intent":
+    def from_bytes(cls, data: bytes) -> Intent:
         """Parse and validate an intent; :class:`InvalidIntent` says what is wrong with it."""
         try:
             body = json.loads(data)
@@ -72,8 +79,12 @@ class Intent:
             raise InvalidIntent(f"not JSON ({exc})") from None
         if not isinstance(body, dict) or set(body) != {f for f in cls.__dataclass_fields__}:
             raise InvalidIntent(f"expected the fields {sorted(cls.__dataclass_fields__)}")
-        run_id, snapshot, files, previous = (body["run_id"], body["planned_snapshot"], body["data_files"],
-                                             body["previous_ledger"])
+        run_id, snapshot, files, previous = (
+            body["run_id"],
+            body["planned_snapshot"],
+            body["data_files"],
+            body["previous_ledger"],
+        )
         if not isinstance(run_id, str) or not is_run_id(run_id):
             raise InvalidIntent(f"run id {run_id!r} is not a run id")
         if snapshot is not None and (not isinstance(snapshot, int) or isinstance(snapshot, bool)):
@@ -101,10 +112,13 @@ class Recovered:
 def recover(target: Target, raw: Storage, ledger: Ledger) -> Recovered:
     """Tidy up after every earlier run that left an intent (see the module's docstring)."""
     done, storage = Recovered(), target.storage
-    referenced: Optional[frozenset[str]] = None
+    referenced: frozenset[str] | None = None
     for entry in storage.list(STATE_DIR):
-        if not (entry.rel.startswith(f"{STATE_DIR}/intent-") and entry.rel.endswith(".json")
-                and entry.rel.count("/") == STATE_DIR.count("/") + 1):
+        if not (
+            entry.rel.startswith(f"{STATE_DIR}/intent-")
+            and entry.rel.endswith(".json")
+            and entry.rel.count("/") == STATE_DIR.count("/") + 1
+        ):
             continue
         try:
             intent = Intent.from_bytes(storage.read(entry.rel))
@@ -119,8 +133,11 @@ def recover(target: Target, raw: Storage, ledger: Ledger) -> Recovered:
             finish(target, intent)
             continue
         if target.snapshot_id == intent.planned_snapshot:
-            log.info("[recover] run %s could still commit (the table is at the snapshot it planned on): "
-                     "leaving its files until the table moves on", intent.run_id)
+            log.info(
+                "[recover] run %s could still commit (the table is at the snapshot it planned on): "
+                "leaving its files until the table moves on",
+                intent.run_id,
+            )
             done.runs_deferred += 1
             continue
         if referenced is None:
@@ -129,8 +146,11 @@ def recover(target: Target, raw: Storage, ledger: Ledger) -> Recovered:
         for rel in kept:
             log.error("[recover] run %s: %s is referenced by the table: kept", intent.run_id, rel)
         gone = [rel for rel in intent.data_files if rel not in kept and storage.exists(rel)]
-        log.warning("[recover] run %s never committed: removing its %d data file(s), staging and bookkeeping",
-                    intent.run_id, len(gone))
+        log.warning(
+            "[recover] run %s never committed: removing its %d data file(s), staging and bookkeeping",
+            intent.run_id,
+            len(gone),
+        )
         for rel in gone:
             storage.delete(rel)
         done.orphans_removed += len(gone)
@@ -138,13 +158,17 @@ def recover(target: Target, raw: Storage, ledger: Ledger) -> Recovered:
         raw.delete_dir(intent.records)
         if intent.ledger != target.ledger_rel:
             storage.delete(intent.ledger)
+        if not any(seg.startswith(segment_dir(intent.run_id) + "/") for seg in ledger.segments):
+            storage.delete_dir(segment_dir(intent.run_id))
         storage.delete(entry.rel)
     return done
 
 
 def finish(target: Target, intent: Intent) -> None:
-    """After the commit: drop the replaced ledger (never the current one), the staging folder, the intent."""
+    """After the commit: drop the replaced ledger and the segments only it named (never the current
+    ones), the staging folder, the intent."""
     if intent.previous_ledger and intent.previous_ledger != target.ledger_rel:
+        drop_superseded(target.storage, intent.previous_ledger, target.ledger_rel)
         target.storage.delete(intent.previous_ledger)
     target.storage.delete_dir(intent.staging)
     target.storage.delete(intent_name(intent.run_id))
@@ -153,8 +177,12 @@ def finish(target: Target, intent: Intent) -> None:
 def _set_aside(storage: Storage, rel: str, reason: str) -> None:
     """Move an invalid intent to ``rejected/`` with its reason beside it; never fails the run."""
     name = rel.rsplit("/", 1)[-1]
-    log.error("[recover] %s is not a valid intent (%s): set aside under %s, not acted on",
-              storage.uri(rel), reason, storage.uri(REJECTED_DIR))
+    log.error(
+        "[recover] %s is not a valid intent (%s): set aside under %s, not acted on",
+        storage.uri(rel),
+        reason,
+        storage.uri(REJECTED_DIR),
+    )
     try:
         storage.write(f"{REJECTED_DIR}/{name}.reason.json", json.dumps({"file": rel, "reason": reason}).encode())
         storage.move(rel, f"{REJECTED_DIR}/{name}")

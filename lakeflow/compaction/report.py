@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 log = logging.getLogger("lakeflow.compaction")
 
@@ -24,36 +25,39 @@ def stage(name: str, what: str) -> Iterator[None]:
 
 
 @dataclass
-class Report:
+class CompactionReport:
     """What a run did. Invariant once done: rows_in = rows_out + rows_quarantined + duplicates_dropped."""
 
     run_id: str
-    source: str                          # raw table location
-    target: str                          # Iceberg table (namespace.name)
+    source: str  # raw table location
+    target: str  # Iceberg table (namespace.name)
     started_at: str = field(default_factory=lambda: _now())
-    status: str = "running"              # running | complete | failed
-    engine: str = ""                     # spark | arrow (none when nothing was new)
-    files_listed: int = 0                # committed part files under the raw location
-    files_ignored: int = 0               # other files there (hidden, in progress, bookkeeping)
-    files_already_consumed: int = 0      # listed files the ledger already holds
-    files_in: int = 0                    # new files this run consumed: compacted + quarantined
+    status: str = "running"  # running | complete | failed
+    engine: str = ""  # spark | arrow (none when nothing was new)
+    files_listed: int = 0  # committed part files under the raw location
+    files_ignored: int = 0  # other files there (hidden, in progress, bookkeeping)
+    files_already_consumed: int = 0  # listed files the ledger already holds
+    list_requests: int = 0  # listings of the raw table (the top, then one per bucket)
+    ledger_bytes_read: int = 0  # ledger index and segments read
+    ledger_bytes_written: int = 0  # ledger index and segments written (0 without a commit)
+    files_in: int = 0  # new files this run consumed: compacted + quarantined
     files_compacted: int = 0
     files_quarantined: int = 0
-    files_out: int = 0                   # Parquet files committed
-    rows_in: int = 0                     # readings read from the compacted files
-    rows_out: int = 0                    # rows committed
-    rows_quarantined: int = 0            # records failing the schema
-    duplicates_dropped: int = 0          # (run_id, seq) seen twice, or already in the table
+    files_out: int = 0  # Parquet files committed
+    rows_in: int = 0  # readings read from the compacted files
+    rows_out: int = 0  # rows committed
+    rows_quarantined: int = 0  # records failing the schema
+    duplicates_dropped: int = 0  # (run_id, seq) seen twice, or already in the table
     bytes_in: int = 0
     bytes_out: int = 0
     quarantined: list[dict[str, str]] = field(default_factory=list)  # {"file", "reason"}
-    records_path: str = ""               # where this run's quarantined records are
-    orphans_removed: int = 0             # data files of crashed runs deleted
+    records_path: str = ""  # where this run's quarantined records are
+    orphans_removed: int = 0  # data files of crashed runs deleted
     intents_rejected: list[str] = field(default_factory=list)  # invalid intents set aside, with why
     source_files_deleted: int = 0
     quarantined_files_moved: int = 0
-    snapshot_id: Optional[int] = None
-    sequence_number: Optional[int] = None
+    snapshot_id: int | None = None
+    sequence_number: int | None = None
     ledger: str = ""
     finished_at: str = ""
     duration_s: float = 0.0
@@ -61,7 +65,7 @@ class Report:
     _t0: float = field(default_factory=time.monotonic, repr=False)
 
     @property
-    def small_file_reduction(self) -> Optional[float]:
+    def small_file_reduction(self) -> float | None:
         """Raw files compacted per Parquet file written."""
         return round(self.files_compacted / self.files_out, 1) if self.files_out else None
 
@@ -85,9 +89,24 @@ class Report:
 
     def facet(self) -> dict[str, Any]:
         """The lineage run facet: the figures without timing noise."""
-        keep = ("files_in", "files_compacted", "files_quarantined", "files_out", "rows_in", "rows_out",
-                "rows_quarantined", "duplicates_dropped", "bytes_in", "bytes_out", "quarantined",
-                "records_path", "snapshot_id", "ledger", "small_file_reduction", "status")
+        keep = (
+            "files_in",
+            "files_compacted",
+            "files_quarantined",
+            "files_out",
+            "rows_in",
+            "rows_out",
+            "rows_quarantined",
+            "duplicates_dropped",
+            "bytes_in",
+            "bytes_out",
+            "quarantined",
+            "records_path",
+            "snapshot_id",
+            "ledger",
+            "small_file_reduction",
+            "status",
+        )
         d = self.to_dict()
         return {k: d[k] for k in keep}
 
@@ -105,6 +124,8 @@ class Report:
             f"  rows       {self.rows_in} in → {self.rows_out} out ({self.duplicates_dropped} duplicates, "
             f"{self.rows_quarantined} quarantined records)",
             f"  bytes      {self.bytes_in} in → {self.bytes_out} out",
+            f"  ledger     {self.ledger_bytes_read} bytes read, {self.ledger_bytes_written} written; "
+            f"{self.list_requests} listing(s) of the raw table",
             f"  files out  {self.files_out}" + (f" (small-file reduction {ratio}×)" if ratio else ""),
         ]
         if self.snapshot_id is not None:
@@ -119,7 +140,20 @@ class Report:
             lines.append(f"  set aside an invalid intent, not acted on: {rejected}")
         if self.error:
             lines.append(f"  error: {self.error}")
+        if self.status == "complete":
+            lines += next_steps()
         return lines
+
+
+def next_steps() -> list[str]:
+    """The natural next commands after a compaction: look at the data, then at its lineage."""
+    from lakeflow.cli import shown
+
+    return [
+        f"Next: {shown('query')}   (SQL over the Iceberg table; default: readings per sensor)",
+        f"      {shown('lineage', 'view', '--output', 'lineage.html')}   (the lineage page; "
+        "make harvest ARGS='--format html --output lineage.html' with the Flink job's too)",
+    ]
 
 
 def _now() -> str:

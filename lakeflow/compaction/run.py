@@ -8,24 +8,22 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable, Optional
+from datetime import datetime, timedelta, timezone
 
 from lakeflow.compaction.commit import Target, commit, iceberg_catalog, open_target
 from lakeflow.compaction.config import CompactConfig
-from lakeflow.compaction.discover import Listing, list_parts
+from lakeflow.compaction.discover import PartListing, bucket_of, list_buckets, list_parts, window_start
+from lakeflow.compaction.engine import MALFORMED, Engine, FileSummary, choose
+from lakeflow.compaction.files import FileEntry
 from lakeflow.compaction.lease import Lease
-from lakeflow.compaction.ledger import COMPACTED, QUARANTINED, Ledger, RunRecord, entries_for, load_ledger
+from lakeflow.compaction.ledger import COMPACTED, QUARANTINED, Ledger, RunRecord, entries_for, load_ledger, save_ledger
 from lakeflow.compaction.naming import DataFileStats, final_paths
-from lakeflow.compaction.quarantine import MALFORMED, Sorted, move_quarantined, sort_files, unread_reasons
+from lakeflow.compaction.quarantine import Sorted, move_quarantined, sort_files, unread_reasons
 from lakeflow.compaction.recovery import Intent, finish, recover, save_intent
-from lakeflow.compaction.report import Report, stage
+from lakeflow.compaction.report import CompactionReport, stage
 from lakeflow.compaction.source import RawTable, open_raw
-from lakeflow.compaction.storage import FileEntry
-
-if TYPE_CHECKING:
-    from lakeflow.compaction.engine import Engine, FileSummary
 
 log = logging.getLogger("lakeflow.compaction")
 EXIT_ERROR, EXIT_BUSY = 2, 3  # (the crash hook exits with config.CRASH_EXIT)
@@ -38,13 +36,13 @@ class Run:
     config: CompactConfig
     raw: RawTable
     target: Target
-    report: Report
+    report: CompactionReport
     ledger: Ledger = field(default_factory=Ledger)
-    listing: Listing = field(default_factory=lambda: Listing(parts=(), ignored=0))
-    intent: Optional[Intent] = None
-    engine: Optional["Engine"] = None   # started for a batch with new files
-    lease: Optional[Lease] = None       # held from hold_lease() on
-    deferred: int = 0                   # earlier runs that could still have committed when recovery ran
+    listing: PartListing = field(default_factory=lambda: PartListing(parts=(), ignored=0))
+    intent: Intent | None = None
+    engine: Engine | None = None  # started for a batch with new files
+    lease: Lease | None = None  # held from hold_lease() on
+    deferred: int = 0  # earlier runs that could still have committed when recovery ran
 
 
 @dataclass
@@ -52,20 +50,26 @@ class Batch:
     """This run's new part files and what becomes of them, stage by stage."""
 
     files: list[FileEntry]
-    summaries: dict[str, "FileSummary"] = field(default_factory=dict)  # rel → what the engine found
-    sorted: Optional[Sorted] = None
+    summaries: dict[str, FileSummary] = field(default_factory=dict)  # rel → what the engine found
+    sorted: Sorted | None = None
     staged: list[DataFileStats] = field(default_factory=list)
-    data_files: list[str] = field(default_factory=list)             # final, target-relative
+    data_files: list[str] = field(default_factory=list)  # final, target-relative
 
 
 def begin(config: CompactConfig) -> Run:
     """Load the raw table and the Iceberg table (created on first use)."""
-    report = Report(run_id=config.run_id, source="", target=config.target_name)
-    with stage("open", f"raw table {config.settings.namespace_str}.{config.settings.table}, "
-                       f"Iceberg table {config.target_name}"):
+    report = CompactionReport(run_id=config.run_id, source="", target=config.target_name)
+    with stage(
+        "open", f"raw table {config.settings.namespace_str}.{config.settings.table}, Iceberg table {config.target_name}"
+    ):
         raw = open_raw(config.settings)
-        target = open_target(iceberg_catalog(config.settings), config.namespace, config.target_table,
-                             raw.location, config.settings.s3_endpoint)
+        target = open_target(
+            iceberg_catalog(config.settings),
+            config.namespace,
+            config.target_table,
+            raw.location,
+            config.settings.s3_endpoint,
+        )
     report.source = raw.location
     return Run(config=config, raw=raw, target=target, report=report)
 
@@ -81,8 +85,14 @@ def plan(run: Run) -> None:
     """With the lease held: the table as it is now (the snapshot this run plans on) and its ledger."""
     run.target.table.refresh()
     run.ledger = load_ledger(run.target.ledger_pointer, run.target.storage, run.raw.storage)
-    log.info("[open] %s → %s at snapshot %s (ledger: %d files consumed so far)", run.raw.location,
-             run.target.location, run.target.snapshot_id, len(run.ledger.files))
+    log.info(
+        "[open] %s → %s at snapshot %s (ledger: %d files consumed so far, in %d buckets)",
+        run.raw.location,
+        run.target.location,
+        run.target.snapshot_id,
+        sum(b.files for b in run.ledger.buckets.values()),
+        len(run.ledger.buckets),
+    )
 
 
 def recover_orphans(run: Run) -> None:
@@ -96,18 +106,34 @@ def recover_orphans(run: Run) -> None:
 
 
 def discover_new_files(run: Run) -> Batch:
-    """The committed part files under the raw location that the ledger does not hold yet."""
-    with stage("discover", f"listing {run.raw.location}"):
-        run.listing = list_parts(run.raw.storage)
+    """The committed part files the ledger does not hold yet, in the buckets of the look-back window
+    (every bucket with ``--full-scan``); and the older buckets with raw files due for deletion."""
+    c, raw = run.config, run.raw.storage
+    since = None if c.full_scan else window_start(run.ledger.buckets, timedelta(seconds=c.look_back_s))
+    with stage("discover", f"listing {run.raw.location}" + (f" from bucket {since}" if since else " (every bucket)")):
+        listing = list_parts(raw, since)
+        due = [b for b in _due_buckets(run) if not listing.covers(b)]
+        run.listing = listing.merge(list_buckets(raw, due)) if due else listing
+        run.ledger = run.ledger.load(run.target.storage, run.ledger.covered(run.listing))
     new = run.ledger.new_parts(run.listing)
     r = run.report
     r.files_listed, r.files_ignored = len(run.listing.parts), run.listing.ignored
     r.files_already_consumed = r.files_listed - len(new)
-    log.info("[discover] %d part files, %d new, %d consumed before, %d other files ignored",
-             r.files_listed, len(new), r.files_already_consumed, r.files_ignored)
+    r.list_requests, r.ledger_bytes_read = run.listing.requests, run.ledger.bytes_read
+    log.info(
+        "[discover] %d part files, %d new, %d consumed before, %d other files ignored; %d listing(s), "
+        "%d ledger bytes read",
+        r.files_listed,
+        len(new),
+        r.files_already_consumed,
+        r.files_ignored,
+        r.list_requests,
+        r.ledger_bytes_read,
+    )
     if new:
-        run.intent = Intent(run_id=run.config.run_id, planned_snapshot=run.target.snapshot_id,
-                            previous_ledger=run.target.ledger_rel)
+        run.intent = Intent(
+            run_id=run.config.run_id, planned_snapshot=run.target.snapshot_id, previous_ledger=run.target.ledger_rel
+        )
         save_intent(run.target.storage, run.intent)
     return Batch(files=new)
 
@@ -116,17 +142,30 @@ def read_batch(run: Run, batch: Batch) -> None:
     """Start the engine the batch's size calls for; explode every new file's JSON array into rows."""
     if not batch.files:
         return
-    from lakeflow.compaction.engine import choose, open_engine
-
     c, size = run.config, sum(f.size for f in batch.files)
     name = choose(c.engine, size, c.arrow_max_bytes)
-    log.info("[read] engine %s (%s; %d bytes, arrow up to %d)", name,
-             "chosen by size" if c.engine == "auto" else "as asked", size, c.arrow_max_bytes)
+    log.info(
+        "[read] engine %s (%s; %d bytes, arrow up to %d)",
+        name,
+        "chosen by size" if c.engine == "auto" else "as asked",
+        size,
+        c.arrow_max_bytes,
+    )
     run.report.engine = name
-    run.engine = open_engine(name, run.raw.storage, run.target.storage, run.raw.s3a, run.target.s3a,
-                             f"lakeflow-compact {c.target_name}")
+    run.engine = _open_engine(name, run.raw, run.target, f"lakeflow-compact {c.target_name}")
     with stage("read", f"{len(batch.files)} new part files ({size} bytes)"):
         batch.summaries = run.engine.read(batch.files)
+
+
+def _open_engine(name: str, raw: RawTable, target: Target, app_name: str) -> Engine:
+    """Start the named engine for one run's two tables (Spark, and pyspark's import, only when asked for)."""
+    if name == "arrow":
+        from lakeflow.compaction.arrow.engine import ArrowEngine
+
+        return ArrowEngine(raw.storage, target.storage)
+    from lakeflow.compaction.spark.engine import SparkEngine
+
+    return SparkEngine(raw.storage, target.storage, raw.s3a, target.s3a, app_name)
 
 
 def quarantine_bad_input(run: Run, batch: Batch) -> None:
@@ -136,11 +175,18 @@ def quarantine_bad_input(run: Run, batch: Batch) -> None:
     s = batch.summaries
     reasons = {rel: MALFORMED for rel, x in s.items() if x.malformed}
     reasons.update(unread_reasons(run.raw.storage, [f for f in batch.files if f.rel not in s]))
-    batch.sorted = sort_files(batch.files, reasons, rows={rel: x.rows for rel, x in s.items()},
-                              bad_rows={rel: x.bad_rows for rel, x in s.items()})
+    batch.sorted = sort_files(
+        batch.files,
+        reasons,
+        rows={rel: x.rows for rel, x in s.items()},
+        bad_rows={rel: x.bad_rows for rel, x in s.items()},
+    )
     r, sorted_ = run.report, batch.sorted
-    r.files_in, r.files_compacted, r.files_quarantined = (len(batch.files), len(sorted_.compacted),
-                                                          len(sorted_.quarantined))
+    r.files_in, r.files_compacted, r.files_quarantined = (
+        len(batch.files),
+        len(sorted_.compacted),
+        len(sorted_.quarantined),
+    )
     r.bytes_in = sum(f.size for f in batch.files)
     r.rows_in = sum(sorted_.rows.values())
     r.rows_quarantined = sum(sorted_.bad_rows.values())
@@ -188,7 +234,7 @@ def name_data_files(run: Run, batch: Batch) -> None:
     batch.data_files = final_paths(batch.staged, c.target_table, run.target.next_sequence, c.run_id)
     run.intent = replace(run.intent, data_files=tuple(batch.data_files))
     save_intent(run.target.storage, run.intent)
-    for staged, final in zip(batch.staged, batch.data_files):
+    for staged, final in zip(batch.staged, batch.data_files, strict=True):
         run.target.storage.move(staged.rel, final)
         log.info("[write] %s (%d rows, %d bytes)", final, staged.rows, staged.size)
 
@@ -198,23 +244,43 @@ def commit_batch(run: Run, batch: Batch) -> None:
     if run.intent is None or batch.sorted is None:
         return
     c, r, s = run.config, run.report, batch.sorted
-    entries = {**entries_for(s.compacted, COMPACTED, c.run_id, rows=s.rows),
-               **entries_for(s.quarantined, QUARANTINED, c.run_id, reasons=s.reasons)}
-    record = RunRecord(run_id=c.run_id, committed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       files=len(batch.data_files), rows_out=r.rows_out,
-                       records=run.intent.records if r.records_path else "")
-    ledger = run.ledger.advance(run.listing, entries, record)
+    entries = {
+        **entries_for(s.compacted, COMPACTED, c.run_id, rows=s.rows),
+        **entries_for(s.quarantined, QUARANTINED, c.run_id, reasons=s.reasons),
+    }
+    record = RunRecord(
+        run_id=c.run_id,
+        committed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        files=len(batch.data_files),
+        rows_out=r.rows_out,
+        records=run.intent.records if r.records_path else "",
+    )
+    ledger = run.ledger.advance(run.listing, entries, record, now=record.committed_at)
     target = run.target.storage
-    target.write(run.intent.ledger, ledger.to_bytes())
-    summary = {"lakeflow.raw-files": str(r.files_compacted), "lakeflow.quarantined-files": str(r.files_quarantined),
-               "lakeflow.rows-in": str(r.rows_in), "lakeflow.duplicates-dropped": str(r.duplicates_dropped)}
+    ledger, r.ledger_bytes_written = save_ledger(target, ledger, c.run_id, run.intent.ledger)
+    summary = {
+        "lakeflow.raw-files": str(r.files_compacted),
+        "lakeflow.quarantined-files": str(r.files_quarantined),
+        "lakeflow.rows-in": str(r.rows_in),
+        "lakeflow.duplicates-dropped": str(r.duplicates_dropped),
+    }
     sequence = run.target.next_sequence
     assert run.lease is not None
     run.lease.check()
-    with stage("commit", f"{len(batch.data_files)} data file(s) + ledger of {len(ledger.files)} raw files, "
-                         f"asserting snapshot {run.intent.planned_snapshot}"):
-        r.snapshot_id = commit(run.target, [target.uri(f) for f in batch.data_files], target.uri(run.intent.ledger),
-                               run.raw.location, c.run_id, summary)
+    with stage(
+        "commit",
+        f"{len(batch.data_files)} data file(s) + ledger of "
+        f"{sum(b.files for b in ledger.buckets.values())} raw files, "
+        f"asserting snapshot {run.intent.planned_snapshot}",
+    ):
+        r.snapshot_id = commit(
+            run.target,
+            [target.uri(f) for f in batch.data_files],
+            target.uri(run.intent.ledger),
+            run.raw.location,
+            c.run_id,
+            summary,
+        )
     r.sequence_number = sequence
     r.ledger = target.uri(run.intent.ledger)
     run.ledger = replace(ledger, uri=r.ledger)
@@ -230,14 +296,40 @@ def tidy_up(run: Run, batch: Batch) -> None:
         files = run.ledger.consumed(run.listing, QUARANTINED)
         reasons = {f.rel: run.ledger.files[f.rel].reason for f in files}
         run.report.quarantined_files_moved = move_quarantined(run.raw.storage, files, reasons, run.config.run_id)
-    if run.config.delete_source:
-        compacted = run.ledger.consumed(run.listing, COMPACTED)
+    retention = _retention_s(run.config)
+    if retention is not None:
+        due = set(_due_buckets(run))
+        compacted = [f for f in run.ledger.consumed(run.listing, COMPACTED) if bucket_of(f.rel) in due]
         files = old_enough(compacted, run.config.delete_min_age_s)
-        with stage("delete-source", f"{len(files)} compacted raw file(s) older than "
-                                    f"{run.config.delete_min_age_s:g} s ({len(compacted) - len(files)} kept for now)"):
+        with stage(
+            "delete-source",
+            f"{len(files)} raw file(s) compacted at least {retention:g} s ago and "
+            f"older than {run.config.delete_min_age_s:g} s "
+            f"({len(compacted) - len(files)} kept for now)",
+        ):
             for f in files:
                 run.raw.storage.delete(f.rel)
         run.report.source_files_deleted = len(files)
+
+
+def _retention_s(config: CompactConfig) -> float | None:
+    """How long after compaction raw files are deleted: 0 with --delete-source, --raw-retention, or None."""
+    return 0.0 if config.delete_source else config.raw_retention_s
+
+
+def _due_buckets(run: Run) -> list[str]:
+    """The buckets holding raw files compacted longer ago than the retention (none without one).
+    A bucket's entries of deleted files leave the ledger when a later run lists it, so each bucket
+    is visited a few times after its files were compacted, then no more."""
+    retention = _retention_s(run.config)
+    if retention is None:
+        return []
+    now = datetime.now(timezone.utc)
+    return [
+        name
+        for name, b in run.ledger.buckets.items()
+        if b.compacted and b.consumed_at and (now - datetime.fromisoformat(b.consumed_at)).total_seconds() >= retention
+    ]
 
 
 def old_enough(files: list[FileEntry], min_age_s: float) -> list[FileEntry]:
@@ -258,7 +350,7 @@ def close(run: Run) -> None:
         run.engine.close()
 
 
-def exit_code(main: Callable[[], int]) -> int:
+def exit_code(main: Callable[[], int], command: str = "compact") -> int:
     """Run ``main``; known failures become one clear line on stderr and an exit code."""
     from lakeflow.catalog.base import CatalogError
     from lakeflow.compaction.commit import CommitConflict
@@ -269,8 +361,8 @@ def exit_code(main: Callable[[], int]) -> int:
     try:
         return main()
     except CompactionBusy as exc:
-        print(f"compact: refused: {exc}", file=sys.stderr)
+        print(f"{command}: refused: {exc}", file=sys.stderr)
         return EXIT_BUSY
     except (SettingsError, CatalogError, LedgerError, CommitConflict, LeaseLost) as exc:
-        print(f"compact: {exc}", file=sys.stderr)
+        print(f"{command}: {exc}", file=sys.stderr)
         return EXIT_ERROR

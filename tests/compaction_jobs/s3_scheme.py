@@ -8,8 +8,8 @@ rows read, rows written under the raw table (then deleted), and whether a write 
 
 import sys
 
-from lakeflow.compaction.read import read_schema
-from lakeflow.compaction.session import spark_session
+from lakeflow.compaction.spark.read import read_schema
+from lakeflow.compaction.spark.session import spark_session
 from lakeflow.compaction.source import open_raw
 from lakeflow.settings import load_settings
 

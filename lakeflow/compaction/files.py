@@ -1,43 +1,30 @@
-"""One table's files (local or S3) through pyarrow's filesystem, with that table's own credentials.
+"""One table's files (local or S3): through pyarrow's filesystem from the driver, through S3A from Spark.
 
-The driver lists, moves and deletes files and reads and writes the bookkeeping files here, and
-the arrow engine its raw JSON and Parquet; the Spark engine reads and writes through Hadoop. The storage properties are Iceberg-style
-``s3.*`` keys (what Lakekeeper vends and what pyiceberg's FileIO reads), so one translation serves.
+The driver lists, moves and deletes files and reads and writes the bookkeeping files with
+:class:`Storage`, and the arrow engine its raw JSON and Parquet; the Spark engine reads and writes
+through Hadoop with the table's S3A settings. The storage properties are Iceberg-style ``s3.*`` keys
+(what Lakekeeper vends and what pyiceberg's FileIO reads), so one translation serves.
 """
 
 from __future__ import annotations
 
+import builtins
 import os
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlparse
 
+from lakeflow.credentials import S3ASettings, VendedConfig, to_s3a
 from lakeflow.secret import redact
+from lakeflow.uris import FILE, hadoop_uri, iceberg_uri, is_local
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-_HADOOP_SCHEMES = {"s3": "s3a", "s3n": "s3a"}
-_ICEBERG_SCHEMES = {"s3a": "s3", "s3n": "s3"}
 _URI_PATH_SAFE = "/_-!.~'()*,;:$&+=@"  # java.net.URI leaves these unquoted in a path
-
-
-def hadoop_uri(uri: str) -> str:
-    """The URI as Hadoop/Spark reads it (``s3://`` → ``s3a://``)."""
-    scheme = urlparse(uri).scheme
-    return _HADOOP_SCHEMES[scheme] + uri[len(scheme):] if scheme in _HADOOP_SCHEMES else uri
-
-
-def iceberg_uri(uri: str) -> str:
-    """The URI as Iceberg records it (``s3a://`` → ``s3://``, ``file:/x`` → ``file:///x``)."""
-    parsed = urlparse(uri)
-    if parsed.scheme in _ICEBERG_SCHEMES:
-        return _ICEBERG_SCHEMES[parsed.scheme] + uri[len(parsed.scheme):]
-    if parsed.scheme == "file":
-        return "file://" + parsed.path
-    return uri
 
 
 @dataclass(frozen=True)
@@ -46,13 +33,13 @@ class FileEntry:
 
     rel: str
     size: int
-    mtime: Optional[datetime]
+    mtime: datetime | None
 
 
 class Storage:
     """Files under ``location`` (``file://`` or ``s3://``/``s3a://``), accessed with ``properties``."""
 
-    def __init__(self, location: str, properties: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, location: str, properties: Mapping[str, str] | None = None) -> None:
         from pyiceberg.io.pyarrow import PyArrowFileIO
 
         self.location = iceberg_uri(location.rstrip("/"))
@@ -81,7 +68,7 @@ class Storage:
         """``rel`` exactly as Spark's ``_metadata.file_path`` spells it (Hadoop ``Path.toUri``)."""
         parsed = urlparse(self.hadoop_uri(rel))
         path = quote(parsed.path, safe=_URI_PATH_SAFE)
-        return f"file:{path}" if parsed.scheme == "file" else f"{parsed.scheme}://{parsed.netloc}{path}"
+        return f"file:{path}" if parsed.scheme == FILE else f"{parsed.scheme}://{parsed.netloc}{path}"
 
     def relative(self, uri: str) -> str:
         """``uri`` (as Spark or Iceberg spells it) relative to the root; ValueError if outside."""
@@ -89,7 +76,7 @@ class Storage:
         root = b.path.rstrip("/") + "/"
         if (a.scheme, a.netloc) != (b.scheme, b.netloc) or not a.path.startswith(root):
             raise ValueError(f"{uri} is not under {self.location}")
-        return a.path[len(root):]
+        return a.path[len(root) :]
 
     def _path(self, rel: str) -> str:
         return f"{self._root}/{rel}" if rel else self._root
@@ -101,14 +88,48 @@ class Storage:
         if self.is_local:
             self._fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
 
+    # (hides the built-in ``list`` in the class body: the annotations after it say ``builtins.list``)
     def list(self, rel: str = "") -> list[FileEntry]:
         """Every file under ``rel``, recursively (empty when the folder does not exist)."""
         from pyarrow.fs import FileSelector, FileType
 
         base = self._path(rel)
         infos = self._fs.get_file_info(FileSelector(base, recursive=True, allow_not_found=True))
-        return sorted((FileEntry(info.path[len(self._root) + 1:], info.size or 0, info.mtime)
-                       for info in infos if info.type == FileType.File), key=lambda e: e.rel)
+        return sorted(
+            (
+                FileEntry(info.path[len(self._root) + 1 :], info.size or 0, info.mtime)
+                for info in infos
+                if info.type == FileType.File
+            ),
+            key=lambda e: e.rel,
+        )
+
+    def list_top(self, start_after: str = "") -> tuple[builtins.list[FileEntry], builtins.list[str]]:
+        """The files directly under the root and the names of its folders, only those sorting after
+        ``start_after`` (a folder compared as ``name/``) — on S3 one delimiter listing that starts
+        after that key (``StartAfter``), so earlier folders cost no request."""
+        if self.is_local:
+            from pyarrow.fs import FileSelector, FileType
+
+            infos = self._fs.get_file_info(FileSelector(self._root, recursive=False, allow_not_found=True))
+            names = [(info.path[len(self._root) + 1 :], info) for info in infos]
+            files = [
+                FileEntry(n, i.size or 0, i.mtime) for n, i in names if i.type == FileType.File and n > start_after
+            ]
+            folders = [n for n, i in names if i.type == FileType.Directory and n + "/" > start_after]
+            return sorted(files, key=lambda e: e.rel), sorted(folders)
+        bucket, key = self._root.split("/", 1)
+        prefix = key + "/"
+        options = {"StartAfter": prefix + start_after} if start_after else {}
+        files, folders = [], []
+        for page in (
+            self._s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/", **options)
+        ):
+            files += [
+                FileEntry(o["Key"][len(prefix) :], int(o["Size"]), o["LastModified"]) for o in page.get("Contents", [])
+            ]
+            folders += [p["Prefix"][len(prefix) :].rstrip("/") for p in page.get("CommonPrefixes", [])]
+        return files, folders
 
     def exists(self, rel: str) -> bool:
         from pyarrow.fs import FileType
@@ -119,7 +140,7 @@ class Storage:
         with self._fs.open_input_stream(self._path(rel), compression=None) as f:
             return f.read()
 
-    def read_many(self, rels: Sequence[str], threads: int = 16) -> list[bytes]:
+    def read_many(self, rels: Sequence[str], threads: int = 16) -> builtins.list[bytes]:
         """Several whole files, in order: one after the other on local disks (fastest there), from
         ``threads`` threads on object stores (their latency overlaps)."""
         if self.is_local:
@@ -135,7 +156,7 @@ class Storage:
 
     @property
     def is_local(self) -> bool:
-        return urlparse(self.location).scheme == "file"
+        return is_local(self.location)
 
     def write(self, rel: str, data: bytes) -> None:
         """Write a whole file durably: on local disks a synced temporary file renamed into place (then
@@ -190,8 +211,6 @@ class Storage:
         if self._client is None:
             import boto3
 
-            from lakeflow.credentials import VendedConfig, to_s3a
-
             self._client = boto3.client("s3", **to_s3a(VendedConfig(self.location, self._props)).boto3())
         return self._client
 
@@ -213,14 +232,14 @@ class Storage:
         if self._fs.get_file_info(self._path(rel)).type != FileType.NotFound:
             self._fs.delete_dir(self._path(rel))
 
-    def read_parquet(self, rel: str, columns: Sequence[str]) -> "pa.Table":
+    def read_parquet(self, rel: str, columns: Sequence[str]) -> pa.Table:
         """Some columns of a Parquet file."""
         import pyarrow.parquet as pq
 
         with self._fs.open_input_file(self._path(rel)) as f:
             return pq.read_table(f, columns=list(columns))
 
-    def write_parquet(self, rel: str, table: "pa.Table") -> None:
+    def write_parquet(self, rel: str, table: pa.Table) -> None:
         """Write ``table`` as one zstd Parquet file (the folder is created as needed)."""
         import pyarrow.parquet as pq
 
@@ -234,6 +253,31 @@ class Storage:
 
         with self._fs.open_input_file(self._path(rel)) as f:
             return pq.read_metadata(f)
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    """Where a table's files are and how each side reaches them: ``storage`` from the driver,
+    ``s3a`` from Spark (None for a local table). The raw table and the Iceberg table both are one."""
+
+    storage: Storage
+    s3a: S3ASettings | None
+
+    @property
+    def location(self) -> str:
+        return self.storage.location
+
+    @staticmethod
+    def reach(
+        location: str, vended: VendedConfig, s3_endpoint: str | None = None
+    ) -> tuple[Storage, S3ASettings | None]:
+        """``storage`` and ``s3a`` of the table at ``location`` with its storage configuration
+        ``vended`` (``s3_endpoint``, when set, overrides the vended endpoint)."""
+        props = vended.merged()
+        if s3_endpoint:
+            props["s3.endpoint"] = s3_endpoint
+        s3a = None if is_local(location) else to_s3a(vended, s3_endpoint)
+        return Storage(location, props), s3a
 
 
 def _sync_dir(path: str) -> None:

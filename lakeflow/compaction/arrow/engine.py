@@ -1,5 +1,5 @@
 """The ``arrow`` engine: the batch as one Arrow table in the driver (see
-:mod:`~lakeflow.compaction.arrow_read`), written with pyarrow through each table's own storage.
+:mod:`~lakeflow.compaction.arrow.read`), written with pyarrow through each table's own storage.
 
 Same output as the Spark engine: good rows minus keys the table holds, de-duplicated on
 (run_id, seq) keeping the first occurrence, ``ts`` derived, sorted by (time, run_id, seq), cut into
@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Optional, Sequence
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakeflow.compaction.arrow_read import FILE, good_mask, parse, summarize
-from lakeflow.compaction.engine import FileSummary
+from lakeflow.compaction.arrow.read import FILE, file_summaries, good_mask, parse
+from lakeflow.compaction.engine import BAD_RECORD, FileSummary
+from lakeflow.compaction.files import FileEntry, Storage
 from lakeflow.compaction.report import stage
-from lakeflow.compaction.schema import DAY, KEY, NAMES, TIME, TS
-from lakeflow.compaction.storage import FileEntry, Storage
-
-DAY_MS = 86_400_000
+from lakeflow.compaction.schema import DAY, TS
+from lakeflow.readings import DAY_MS, KEY, NAMES, TIME
 
 
 class ArrowEngine:
@@ -33,8 +33,8 @@ class ArrowEngine:
 
     def __init__(self, raw: Storage, target: Storage) -> None:
         self.raw, self.target = raw, target
-        self.files: list[str] = []          # rel of each file, by index
-        self.rows: Optional[pa.Table] = None
+        self.files: list[str] = []  # rel of each file, by index
+        self.rows: pa.Table | None = None
 
     def read(self, files: Sequence[FileEntry]) -> dict[str, FileSummary]:
         self.files = [f.rel for f in files]
@@ -42,7 +42,7 @@ class ArrowEngine:
             blobs = self.raw.read_many([f.rel for f in files])
         with stage("read", f"parsing {sum(map(len, blobs))} bytes"):
             self.rows, malformed = parse(blobs)
-        return {self.files[i]: s for i, s in summarize(self.rows, malformed).items()}
+        return {self.files[i]: s for i, s in file_summaries(self.rows, malformed).items()}
 
     def write_bad_records(self, quarantined: Sequence[str], rel: str) -> None:
         assert self.rows is not None
@@ -53,10 +53,17 @@ class ArrowEngine:
         for r in bad.to_pylist():
             missing = ", ".join(n for n in NAMES if r[n] is None)
             record = {n: _spark_json(r[n]) for n in NAMES if r[n] is not None}
-            lines.append(json.dumps({"file": self.raw.spark_path(self.files[r[FILE]]),
-                                     "reason": f"missing, null or mistyped: {missing}",
-                                     "record": json.dumps(record, separators=(",", ":"), ensure_ascii=False)},
-                                    separators=(",", ":"), ensure_ascii=False))
+            lines.append(
+                json.dumps(
+                    {
+                        "file": self.raw.spark_path(self.files[r[FILE]]),
+                        "reason": f"{BAD_RECORD}: {missing}",
+                        "record": json.dumps(record, separators=(",", ":"), ensure_ascii=False),
+                    },
+                    separators=(",", ":"),
+                    ensure_ascii=False,
+                )
+            )
         if lines:
             self.raw.write(f"{rel}/part-00000.json", ("\n".join(lines) + "\n").encode())
 
@@ -68,17 +75,19 @@ class ArrowEngine:
             keys = pa.concat_tables([self.target.read_parquet(self.target.relative(u), KEY) for u in existing])
             rows = rows.join(keys.group_by(list(KEY)).aggregate([]), list(KEY), join_type="left anti")
         rows = rows.take(_layout(rows))
-        rows = rows.append_column(TS, pc.cast(pc.cast(rows[TIME], pa.timestamp("ms", tz="UTC")),
-                                              pa.timestamp("us", tz="UTC")))
+        rows = rows.append_column(
+            TS, pc.cast(pc.cast(rows[TIME], pa.timestamp("ms", tz="UTC")), pa.timestamp("us", tz="UTC"))
+        )
         days = rows[TIME].to_numpy() // DAY_MS
         step = -(-rows.num_rows // files) if rows.num_rows else 1
         for part, start in enumerate(range(0, rows.num_rows, step)):  # each range: one file per day in it
-            piece = days[start:start + step]
+            piece = days[start : start + step]
             cuts = [0, *(np.flatnonzero(piece[1:] != piece[:-1]) + 1), len(piece)]
-            for lo, hi in zip(cuts, cuts[1:]):
-                day = datetime.fromtimestamp(int(piece[lo]) * 86_400, timezone.utc).strftime("%Y-%m-%d")
-                self.target.write_parquet(f"{staging}/{DAY}={day}/part-{part:05d}.parquet",
-                                          rows.slice(start + lo, hi - lo))
+            for lo, hi in pairwise(cuts):
+                day = datetime.fromtimestamp(int(piece[lo]) * DAY_MS // 1000, timezone.utc).strftime("%Y-%m-%d")
+                self.target.write_parquet(
+                    f"{staging}/{DAY}={day}/part-{part:05d}.parquet", rows.slice(start + lo, hi - lo)
+                )
 
     def close(self) -> None:
         self.rows = None

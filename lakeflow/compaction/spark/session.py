@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Optional
 
 from pyspark.sql import SparkSession
 
@@ -21,15 +21,15 @@ from lakeflow.credentials import S3ASettings
 log = logging.getLogger(__name__)
 
 SESSION_CONF = {
-    "spark.sql.session.timeZone": "UTC",                        # days are UTC days
+    "spark.sql.session.timeZone": "UTC",  # days are UTC days
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",  # Iceberg timestamptz, not INT96
     "spark.sql.parquet.compression.codec": "zstd",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",  # no _SUCCESS files
-    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",   # no .crc side files
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",  # no .crc side files
     # S3A 3.5 buffers uploads on local disk through fs.file.impl, which must then be a checksummed
     # LocalFileSystem (ClassCastException with RawLocalFileSystem): buffer in memory instead.
     "spark.hadoop.fs.s3a.fast.upload.buffer": "bytebuffer",
-    "spark.ui.showConsoleProgress": "false",                    # the job logs its own progress
+    "spark.ui.showConsoleProgress": "false",  # the job logs its own progress
     "spark.log.level": "WARN",
 }
 # For a run on S3: Lakekeeper's locations are s3:// URIs; with the scheme bound to S3A Spark reads and
@@ -37,10 +37,12 @@ SESSION_CONF = {
 S3_SESSION_CONF = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
 
 
-def spark_session(app_name: str, raw_s3a: Optional[S3ASettings], *, s3: bool = False) -> SparkSession:
+def spark_session(app_name: str, raw_s3a: S3ASettings | None, *, s3: bool = False) -> SparkSession:
     """The session (master and resources come from spark-submit), with the raw table's S3A settings.
     For S3 (``raw_s3a``, or ``s3`` for an S3 target), a JVM PySpark launches gets S3A's jars."""
-    if (raw_s3a is not None or s3) and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not yet launched
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not yet launched: PySpark starts the JVM here
+        os.environ["PYSPARK_SUBMIT_ARGS"] = with_driver_memory(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    if (raw_s3a is not None or s3) and "PYSPARK_GATEWAY_PORT" not in os.environ:
         from lakeflow.jars import with_s3a_jars  # hadoop-aws + AWS SDK v2, fetched into build/jars/ if need be
 
         os.environ["PYSPARK_SUBMIT_ARGS"] = with_s3a_jars(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
@@ -58,10 +60,22 @@ def spark_session(app_name: str, raw_s3a: Optional[S3ASettings], *, s3: bool = F
         log.info("[spark] raw table storage: %s", raw_s3a.redacted())
     spark = builder.getOrCreate()
     conf = spark.sparkContext.getConf()
-    for key, value in tuning(spark.sparkContext.defaultParallelism, local_raw=raw_s3a is None).items():
+    parallelism, local_raw = spark.sparkContext.defaultParallelism, raw_s3a is None
+    for key, value in {**tuning(parallelism, local_raw=local_raw), **listing(parallelism, local_raw=local_raw)}.items():
         if not conf.contains(key):  # spark-submit --conf wins
             spark.conf.set(key, value)
     return spark
+
+
+def with_driver_memory(submit_args: str) -> str:
+    """``submit_args`` with ``--driver-memory`` unless they set it: a quarter of this machine's memory,
+    1 to 8 GiB. In local mode the driver is the executor too; Spark's default, 1 GiB, spills the
+    persisted rows of a batch of a few million readings to disk."""
+    if "--driver-memory" in submit_args or "spark.driver.memory" in submit_args or not submit_args:
+        return submit_args
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    gib = max(1, min(8, total // 4 >> 30))
+    return f"--driver-memory {gib}g {submit_args}"
 
 
 def _launched_with_master() -> bool:
@@ -83,7 +97,16 @@ def tuning(parallelism: int, *, local_raw: bool) -> dict[str, str]:
     return out
 
 
-def table_options(s3a: Optional[S3ASettings]) -> dict[str, str]:
+def listing(parallelism: int, *, local_raw: bool) -> dict[str, str]:
+    """Spark is handed this run's files by name and looks each one up; past 32 names it does so in a
+    job of up to 10,000 tasks. Local look-ups are cheap enough for the driver alone (10,000 files: a
+    second, not a 10,000-task job); remote ones run in 4 tasks per core."""
+    if local_raw:
+        return {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(2**31 - 1)}
+    return {"spark.sql.sources.parallelPartitionDiscovery.parallelism": str(4 * parallelism)}
+
+
+def table_options(s3a: S3ASettings | None) -> dict[str, str]:
     """Read/write options giving one table's S3A settings to Spark (empty for local tables)."""
     if s3a is None:
         return {}
@@ -102,8 +125,14 @@ def spark_progress(spark: SparkSession, name: str, every_s: float = 10.0) -> Ite
             for stage_id in tracker.getActiveStageIds():
                 info = tracker.getStageInfo(stage_id)
                 if info is not None:
-                    log.info("[%s] Spark stage %d: %d/%d tasks done, %d running", name, stage_id,
-                             info.numCompletedTasks, info.numTasks, info.numActiveTasks)
+                    log.info(
+                        "[%s] Spark stage %d: %d/%d tasks done, %d running",
+                        name,
+                        stage_id,
+                        info.numCompletedTasks,
+                        info.numTasks,
+                        info.numActiveTasks,
+                    )
 
     thread = threading.Thread(target=watch, name=f"progress-{name}", daemon=True)
     thread.start()

@@ -1,17 +1,19 @@
-"""The ``spark`` engine: the batch as a cached Spark DataFrame (see :mod:`~lakeflow.compaction.read`
-and :mod:`~lakeflow.compaction.write`). The session starts with the first read."""
+"""The ``spark`` engine: the batch as a persisted Spark DataFrame (see :mod:`~lakeflow.compaction.spark.read`
+and :mod:`~lakeflow.compaction.spark.write`). The session starts with the engine."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, SparkSession
 
 from lakeflow.compaction.engine import FileSummary
+from lakeflow.compaction.files import FileEntry, Storage
 from lakeflow.compaction.report import stage
-from lakeflow.compaction.storage import FileEntry, Storage
+from lakeflow.compaction.spark.read import good_rows, read_parts, write_bad_records
+from lakeflow.compaction.spark.session import spark_progress, spark_session, table_options
+from lakeflow.compaction.spark.write import compacted, existing_keys, write_staged
 from lakeflow.credentials import S3ASettings
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 
 class SparkEngine:
@@ -20,43 +22,31 @@ class SparkEngine:
 
     name = "spark"
 
-    def __init__(self, raw: Storage, target: Storage, raw_s3a: Optional[S3ASettings],
-                 target_s3a: Optional[S3ASettings], app_name: str) -> None:
-        from lakeflow.compaction.session import spark_session, table_options
-
+    def __init__(
+        self, raw: Storage, target: Storage, raw_s3a: S3ASettings | None, target_s3a: S3ASettings | None, app_name: str
+    ) -> None:
         self.raw, self.target = raw, target
         self.options = table_options(target_s3a)
         with stage("spark", "starting the Spark session"):
-            self.spark: "SparkSession" = spark_session(app_name, raw_s3a, s3=target_s3a is not None)
-        self.rows: Optional["DataFrame"] = None
+            self.spark: SparkSession = spark_session(app_name, raw_s3a, s3=target_s3a is not None)
+        self.rows: DataFrame | None = None
 
     def read(self, files: Sequence[FileEntry]) -> dict[str, FileSummary]:
-        from lakeflow.compaction.read import read_parts, summarize
-        from lakeflow.compaction.session import spark_progress
-
         with spark_progress(self.spark, "read"):
-            self.rows = read_parts(self.spark, self.raw, files)
-            by_uri = summarize(self.rows)
+            self.rows, by_uri = read_parts(self.spark, self.raw, files)
         rels = {self.raw.spark_path(f.rel): f.rel for f in files}
         return {rels[uri]: summary for uri, summary in by_uri.items()}
 
     def write_bad_records(self, quarantined: Sequence[str], rel: str) -> None:
-        from lakeflow.compaction.read import write_bad_records
-
         assert self.rows is not None
         write_bad_records(self.rows, [self.raw.spark_path(r) for r in quarantined], self.raw.hadoop_uri(rel))
 
     def write(self, existing: Sequence[str], files: int, staging: str) -> None:
-        from lakeflow.compaction.read import good_rows
-        from lakeflow.compaction.session import spark_progress
-        from lakeflow.compaction.write import compacted, existing_keys, write_staged
-
         assert self.rows is not None
         rows = compacted(good_rows(self.rows), existing_keys(self.spark, existing, self.options), files)
         with spark_progress(self.spark, "write"):
             write_staged(rows, self.target.hadoop_uri(staging), self.options)
 
     def close(self) -> None:
-        if self.rows is not None:
-            self.rows.unpersist()
+        self.spark.catalog.clearCache()
         self.spark.stop()

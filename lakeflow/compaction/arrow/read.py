@@ -1,19 +1,13 @@
-"""pyarrow side, reading: part files (JSON arrays of readings) → one Arrow table, with the same
-semantics as Spark's ``multiLine`` reader under the explicit schema.
+"""Arrow engine, reading: part files → one Arrow table, with the semantics the engine contract
+states (:mod:`lakeflow.compaction.engine`: Spark's PERMISSIVE ``multiLine`` reader).
 
 Fast path: the Flink sink writes ``[r1,\\nr2,\\n…rN]``, one record per line. Raw newlines cannot
 occur inside JSON strings, so such a file is turned into newline-delimited JSON by dropping the
 brackets and the commas ending lines, and many files at once are parsed by pyarrow's
 multi-threaded JSON reader. A chunk that fails, or yields other than one row per line, falls back
 to parsing file by file: again fast path first, then Python's ``json`` with per-field checks —
-which is how files in any other layout, malformed files and mistyped records are handled.
-
-Semantics (as Spark's PERMISSIVE mode): only a file's first JSON value counts (what follows it is
-ignored); a file that does not start with JSON, a JSON scalar, or an array with an element that is
-not an object is *malformed*; a top-level object is one record; a field that is missing, null or of
-the wrong type is null (the record is then *bad*); unknown fields are ignored; string fields take
-other values as their source text; doubles also take "NaN", "Infinity", "-INF"… strings. A file whose
-only record has no schema field is malformed too (Spark cannot tell it from a parse failure).
+which is how files in any other layout, malformed files and mistyped records are handled. A bad
+record's faulty fields are null, as in Spark; a malformed file is reported by index (:func:`parse`).
 """
 
 from __future__ import annotations
@@ -21,8 +15,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from json.decoder import scanstring
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,22 +24,28 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from lakeflow.compaction.engine import FileSummary
-from lakeflow.compaction.schema import FIELDS, NAMES, TIME
+from lakeflow.readings import FIELDS, NAMES, TIME
 
-FILE = "_file"                # index of the row's file in the batch
+FILE = "_file"  # index of the row's file in the batch
 CHUNK_BYTES = 32 * 1024 * 1024  # raw bytes parsed per pyarrow call
-_TYPES = {"string": pa.string(), "bigint": pa.int64(), "double": pa.float64()}
+_TYPES = {str: pa.string(), int: pa.int64(), float: pa.float64()}
 SCHEMA = pa.schema([pa.field(n, _TYPES[t]) for n, t in FIELDS])
 _PARSE = pj.ParseOptions(explicit_schema=SCHEMA, unexpected_field_behavior="ignore")
-_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
 _SPACE = frozenset(b" \t\r\n")
 _COMMA, _NEWLINE, _BLANK, _BRACE = ord(","), ord("\n"), ord(" "), ord("{")
-_STRINGS = frozenset(n for n, t in FIELDS if t == "string")
+_STRINGS = frozenset(n for n, t in FIELDS if t is str)
 _WS = re.compile(r"[ \t\n\r]*")
-_SCAN = json.JSONDecoder().scan_once  # (text, position) → (value, end); StopIteration when not JSON
+_SCAN = json.JSONDecoder().raw_decode  # (text, position) → (value, end); ValueError when not JSON
 # strings Spark takes for a double (its allowNonNumericNumbers option)
-_NON_NUMERIC = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf, "+INF": math.inf,
-                "-Infinity": -math.inf, "-INF": -math.inf}
+_NON_NUMERIC = {
+    "NaN": math.nan,
+    "Infinity": math.inf,
+    "+Infinity": math.inf,
+    "+INF": math.inf,
+    "-Infinity": -math.inf,
+    "-INF": -math.inf,
+}
 
 
 def parse(blobs: Sequence[bytes]) -> tuple[pa.Table, set[int]]:
@@ -83,21 +83,36 @@ def parse(blobs: Sequence[bytes]) -> tuple[pa.Table, set[int]]:
     return pa.concat_tables([t for t in tables if t.num_rows] or [schema.empty_table()]), malformed
 
 
-def summarize(rows: pa.Table, malformed: set[int]) -> dict[int, FileSummary]:
-    """Per file index that produced rows (or is malformed): rows, bad rows, time range of good rows.
-    As Spark's summary: a file whose only row has every field null counts as malformed."""
+def file_summaries(rows: pa.Table, malformed: set[int]) -> dict[int, FileSummary]:
+    """Per file index that produced rows (or is malformed): what it held."""
     good = good_mask(rows)
     empty = pc.is_null(rows[NAMES[0]])
     for n in NAMES[1:]:
         empty = pc.and_(empty, pc.is_null(rows[n]))
-    grouped = pa.table({FILE: rows[FILE], "bad": pc.invert(good).cast(pa.int64()), "empty": empty.cast(pa.int64()),
-                        "ts": pc.if_else(good, rows[TIME], pa.scalar(None, pa.int64()))}).group_by(FILE).aggregate(
-        [("bad", "count"), ("bad", "sum"), ("empty", "sum"), ("ts", "min"), ("ts", "max")])
-    out = {i: FileSummary(rows=1, bad_rows=1, malformed=True, min_ms=None, max_ms=None) for i in malformed}
+    grouped = (
+        pa.table(
+            {
+                FILE: rows[FILE],
+                "bad": pc.invert(good).cast(pa.int64()),
+                "empty": empty.cast(pa.int64()),
+                "ts": pc.if_else(good, rows[TIME], pa.scalar(None, pa.int64())),
+            }
+        )
+        .group_by(FILE)
+        .aggregate([("bad", "count"), ("bad", "sum"), ("empty", "sum"), ("ts", "min"), ("ts", "max")])
+    )
+    out = {
+        i: FileSummary.of(rows=1, bad_rows=1, empty_rows=1, min_ms=None, max_ms=None)  # as Spark: one null row
+        for i in malformed
+    }
     for r in grouped.to_pylist():
-        out[r[FILE]] = FileSummary(rows=r["bad_count"], bad_rows=r["bad_sum"],
-                                   malformed=r["bad_count"] == 1 and r["empty_sum"] == 1,
-                                   min_ms=r["ts_min"], max_ms=r["ts_max"])
+        out[r[FILE]] = FileSummary.of(
+            rows=r["bad_count"],
+            bad_rows=r["bad_sum"],
+            empty_rows=r["empty_sum"],
+            min_ms=r["ts_min"],
+            max_ms=r["ts_max"],
+        )
     return out
 
 
@@ -109,11 +124,11 @@ def good_mask(rows: pa.Table) -> pa.ChunkedArray:
     return mask
 
 
-def _as_lines(blob: bytes) -> Optional[tuple[memoryview, int]]:
+def _as_lines(blob: bytes) -> tuple[memoryview, int] | None:
     """A file in the sink's layout: its records' text (commas ending lines still in) and their
     count; None for any other layout. No copy of the file is made."""
     start, end = blob.find(b"["), blob.rfind(b"]")
-    if start < 0 or end < start or blob[:start].strip() or blob[end + 1:].strip():
+    if start < 0 or end < start or blob[:start].strip() or blob[end + 1 :].strip():
         return None
     first, last = start + 1, end - 1
     while first <= last and blob[first] in _SPACE:
@@ -128,15 +143,17 @@ def _as_lines(blob: bytes) -> Optional[tuple[memoryview, int]]:
     # crashes the process (SIGSEGV) on a line starting with 'null'.
     if blob[first] != _BRACE or blob.count(b",\n{", first, last) != lines:
         return None
-    return memoryview(blob)[first:last + 1], lines + 1
+    return memoryview(blob)[first : last + 1], lines + 1
 
 
-def _ndjson(chunk: Sequence[tuple[int, memoryview, int]]) -> Optional[pa.Table]:
+def _ndjson(chunk: Sequence[tuple[int, memoryview, int]]) -> pa.Table | None:
     """Parse files in the sink's layout together, as NDJSON; None unless each line made one row."""
     expected = sum(n for _, _, n in chunk)
     try:
-        table = pj.read_json(pa.BufferReader(_without_line_end_commas(bytearray(b"\n").join(r for _, r, _ in chunk))),
-                             parse_options=_PARSE)
+        table = pj.read_json(
+            pa.BufferReader(_without_line_end_commas(bytearray(b"\n").join(r for _, r, _ in chunk))),
+            parse_options=_PARSE,
+        )
         for name in _STRINGS:
             table[name].validate(full=True)  # pyarrow takes invalid UTF-8 into strings as is
     except pa.ArrowInvalid:
@@ -159,7 +176,7 @@ def _python(index: int, blob: bytes, malformed: set[int]) -> pa.Table:
     """One file parsed in Python with per-field checks."""
     try:
         records = _records(blob.decode(json.detect_encoding(blob)))
-    except (ValueError, IndexError, StopIteration, RecursionError):  # incl. UnicodeDecodeError
+    except (ValueError, IndexError, RecursionError):  # incl. UnicodeDecodeError, JSONDecodeError
         records = None
     if records is None:
         malformed.add(index)
@@ -169,10 +186,10 @@ def _python(index: int, blob: bytes, malformed: set[int]) -> pa.Table:
     return pa.table(columns)
 
 
-def _records(text: str) -> Optional[list[dict[str, Any]]]:
+def _records(text: str) -> list[dict[str, Any]] | None:
     """The records of the file's first JSON value, as Spark reads them: what follows that value is
     ignored; an array with an element that is not an object, or a scalar, is malformed (None)."""
-    pos = _WS.match(text).end()
+    pos = _skip(text, 0)
     if pos == len(text):
         return []
     if text[pos] == "{":
@@ -180,18 +197,18 @@ def _records(text: str) -> Optional[list[dict[str, Any]]]:
     if text[pos] != "[":
         return None
     records: list[dict[str, Any]] = []
-    pos = _WS.match(text, pos + 1).end()
+    pos = _skip(text, pos + 1)
     if text[pos] == "]":
         return records
     while text[pos] == "{":
         record, pos = _record(text, pos)
         records.append(record)
-        pos = _WS.match(text, pos).end()
+        pos = _skip(text, pos)
         if text[pos] == "]":
             return records
         if text[pos] != ",":
             return None
-        pos = _WS.match(text, pos + 1).end()
+        pos = _skip(text, pos + 1)
     return None
 
 
@@ -202,28 +219,35 @@ def _record(text: str, pos: int) -> tuple[dict[str, Any], int]:
     if all(isinstance(record.get(n), (str, type(None))) for n in _STRINGS):
         return record, end
     record = {}
-    pos = _WS.match(text, pos + 1).end()
+    pos = _skip(text, pos + 1)
     while text[pos] == '"':  # (a valid object: _SCAN took it)
-        key, pos = scanstring(text, pos + 1)
-        start = _WS.match(text, _WS.match(text, pos).end() + 1).end()
+        key, pos = _SCAN(text, pos)
+        start = _skip(text, _skip(text, pos) + 1)
         value, pos = _SCAN(text, start)
         record[key] = text[start:pos] if key in _STRINGS and value is not None and not isinstance(value, str) else value
-        pos = _WS.match(text, pos).end()
+        pos = _skip(text, pos)
         if text[pos] == "}":
             break
-        pos = _WS.match(text, pos + 1).end()
+        pos = _skip(text, pos + 1)
     return record, end
 
 
-def _field(value: Any, kind: str) -> Any:
+def _skip(text: str, pos: int) -> int:
+    """The position of the first character at or after ``pos`` that is not JSON whitespace."""
+    match = _WS.match(text, pos)
+    assert match is not None  # the pattern matches the empty string too
+    return match.end()
+
+
+def _field(value: Any, kind: type) -> Any:
     """``value`` as the schema's ``kind``, or None when Spark would not take it."""
     if value is None:
         return None
-    if kind == "string":  # (a str: see _record) lone surrogates become '?', as Java encodes them
+    if kind is str:  # (a str: see _record) lone surrogates become '?', as Java encodes them
         return value if value.isascii() else value.encode("utf-8", "replace").decode()
     if isinstance(value, bool):
         return None
-    if kind == "bigint":
+    if kind is int:
         return value if isinstance(value, int) and _INT64[0] <= value <= _INT64[1] else None
     if isinstance(value, str):
         return _NON_NUMERIC.get(value)

@@ -1,0 +1,150 @@
+"""``lakeflow compact --every DURATION``: compact on a schedule until SIGTERM / Ctrl+C.
+
+Each tick runs the job exactly as a single ``lakeflow compact`` does (``run_once``: jobs/compact.py
+in this process, settings and credentials read afresh), then sleeps until the next tick. A signal
+during a run lets it finish — its commit included — and then ends the loop (exit 0); a signal while
+sleeping ends it at once; a second signal stops the process at once. A run refused because another
+holds the lease (exit 3), or failing (exit 2), is a log line; the next tick tries again. With
+``maintain_every``, a run that is due also maintains the table, under its own lease (``--maintain``).
+One line per run on stdout: when, files, rows, duration, result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import FrameType
+from typing import TextIO
+
+log = logging.getLogger("lakeflow.compaction.continuous")
+
+SLICE_S = 0.2  # a signal ends the sleep within this long
+RESULTS = {0: "ok", 2: "error", 3: "busy (another run holds the lease)"}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How often to run, and to maintain (None: never; the first due run maintains)."""
+
+    every_s: float
+    maintain_every_s: float | None = None
+
+
+class StopSignal:
+    """SIGTERM / SIGINT ask the loop to stop: ``requested`` is set; a second one stops at once. (A
+    plain flag: a handler taking a lock the interrupted code may hold, as ``threading.Event`` does,
+    could deadlock.)"""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out  # stdout, also while a run's own output is redirected
+        self.requested = False
+        self.running = False  # a run is in progress: let it finish
+        self._previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def __enter__(self) -> StopSignal:
+        for sig in self._previous:
+            signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.requested:
+            print(f"{_now()} {name} again: stopping at once", file=self.out, flush=True)
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+            signal.raise_signal(signum)
+            return
+        self.requested = True
+        print(
+            f"{_now()} {name}: " + ("finishing the run in progress, then exiting" if self.running else "exiting"),
+            file=self.out,
+            flush=True,
+        )
+
+
+def run_forever(
+    schedule: Schedule,
+    job_args: Sequence[str],
+    run_once: Callable[[Sequence[str]], int],
+    report_path: Path | None = None,
+) -> int:
+    """Run ``run_once(job_args + …)`` every ``schedule.every_s`` until a stop signal; returns 0. Each
+    run's JSON report goes to ``report_path`` (replaced by the next run's) or a temporary file."""
+    last_maintain: float | None = None
+    with StopSignal(sys.stdout) as stop, tempfile.TemporaryDirectory(prefix="lakeflow-compact-") as tmp:
+        report = report_path or Path(tmp) / "report.json"
+        print(
+            f"{_now()} compacting every {schedule.every_s:g} s"
+            + (f", maintaining every {schedule.maintain_every_s:g} s" if schedule.maintain_every_s else "")
+            + " (SIGTERM / Ctrl+C: finish the run in progress and exit)",
+            flush=True,
+        )
+        while not stop.requested:
+            started = time.monotonic()
+            maintain = schedule.maintain_every_s is not None and (
+                last_maintain is None or started - last_maintain >= schedule.maintain_every_s
+            )
+            args = [
+                *job_args,
+                *([] if report_path else ["--report", str(report)]),
+                *(["--maintain"] if maintain else []),
+            ]
+            report.unlink(missing_ok=True)
+            stop.running = True
+            try:
+                code = _quietly(run_once, args)
+            except Exception:  # an unexpected failure of one run: logged, and the next tick tries again
+                log.exception("compaction run failed")
+                code = 2
+            finally:
+                stop.running = False
+            if maintain and code == 0:
+                last_maintain = started
+            print(run_line(report, code, time.monotonic() - started, maintain and code == 0), flush=True)
+            while not stop.requested and time.monotonic() < started + schedule.every_s:
+                time.sleep(min(SLICE_S, max(0.0, started + schedule.every_s - time.monotonic())))
+    return 0
+
+
+def _quietly(run_once: Callable[[Sequence[str]], int], args: Sequence[str]) -> int:
+    """One run with its multi-line summary kept off stdout (the JSON report has it)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return run_once(args)
+
+
+def run_line(report: Path, code: int, took_s: float, maintained: bool) -> str:
+    """The run's one line: time, files, rows, duration, result."""
+    try:
+        r = json.loads(report.read_text())
+    except (OSError, ValueError):
+        r = {}
+    result = RESULTS.get(code, f"exit {code}")
+    parts = [
+        _now(),
+        f"run {r.get('run_id', '-')}",
+        f"files {r.get('files_in', 0)}",
+        f"rows {r.get('rows_out', 0)}",
+        f"{took_s:.2f}s",
+        result,
+    ]
+    if maintained:
+        parts.append("maintained")
+    return " ".join(parts)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

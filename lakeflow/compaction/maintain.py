@@ -1,0 +1,482 @@
+"""``lakeflow maintain`` (and ``lakeflow compact --maintain``): keep the compacted table's files and
+snapshots few. Every compaction run adds Parquet files and a snapshot; this is compaction one level up.
+
+Three steps, under the table's lease (no compaction runs meanwhile, on any host) and after the
+compactor's own recovery (:mod:`~lakeflow.compaction.recovery`, which owns ``data/_staging/``):
+
+1. **Rewrite.** A data file under ``small_file_bytes`` (COMPACT_SMALL_FILE_MB, default 3/4 of the
+   target size) is *small*; a day partition holding at least :data:`MIN_SMALL_FILES` of them has
+   them merged — their rows sorted by (timestamp_ms, run_id, seq), cut into files of about the
+   target size — and replaced in one snapshot: pyiceberg's ``overwrite`` with ``delete_data_file``
+   / ``append_data_file`` (0.12 has no ``replace`` operation). Rows are never changed, dropped or
+   added; larger files are left alone. The new files are announced by an intent, staged and named
+   as a compaction run's (:mod:`~lakeflow.compaction.naming`), so recovery tidies up after a crash.
+   The commit asserts the branch head it was planned on; on a conflict it is tried again on fresh
+   metadata (pyiceberg refuses it if a replaced file is gone) up to :data:`MAX_ATTEMPTS` times,
+   else the new files are deleted and the table is as it was.
+2. **Expire snapshots** older than ``expire_older_than_s``, never the newest ``keep_last`` nor a
+   branch or tag head (the current snapshot); then delete the files only expired snapshots
+   referenced (manifest lists, manifests, replaced data files), as Iceberg's expire_snapshots does.
+   The compaction ledger is a table property, which no expiry touches.
+3. **Remove orphan files** under ``data/`` and ``metadata/`` that no snapshot (in any manifest
+   entry) and no metadata (current and logged metadata files, statistics) references, at least
+   ``orphan_min_age_s`` old, and not announced by a pending intent (recovery's to judge).
+
+``dry_run`` plans all three and changes nothing (and takes no lease: it writes nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from itertools import islice
+from typing import TYPE_CHECKING
+
+from lakeflow.catalog.errors import CommitConflict, iceberg_errors
+from lakeflow.compaction.commit import RUN_PROPERTY, Target
+from lakeflow.compaction.config import (
+    CompactConfig,
+    MaintainOptions,
+    add_maintain_arguments,
+    add_table_arguments,
+    load_config,
+    maintain_argv,
+    table_argv,
+)
+from lakeflow.compaction.files import FileEntry, Storage
+from lakeflow.compaction.lease import Lease, LeaseLost
+from lakeflow.compaction.naming import SEPARATOR, STAGING, STATE_DIR, final_paths, intent_name, is_run_id
+from lakeflow.compaction.output import staged_files
+from lakeflow.compaction.recovery import Intent, finish, save_intent
+from lakeflow.compaction.run import Run, begin, exit_code, hold_lease, plan, recover_orphans
+from lakeflow.compaction.schema import DAY, TS
+from lakeflow.readings import KEY, NAMES, TIME
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
+
+log = logging.getLogger("lakeflow.compaction.maintain")
+MIN_SMALL_FILES = 2  # a partition is rewritten when it holds at least this many small files
+MAX_ATTEMPTS = 3  # commits of one partition's rewrite before giving up on conflicts
+MAINTAIN_PROPERTY = "lakeflow.maintain"  # snapshot summary: "rewrite" on a rewrite's snapshot
+COLUMNS = (*NAMES, TS)
+ORDER = (TIME, *KEY)  # within a file: by time; (run_id, seq) makes the order total
+
+
+@dataclass
+class Rewrite:
+    """One partition's rewrite (planned, under a dry run)."""
+
+    day: str
+    files_before: int  # the partition's data files
+    files_after: int
+    bytes_before: int
+    bytes_after: int
+    rows: int  # rows of the merged (small) files: the same before and after
+    merged: int  # small files replaced
+    snapshot_id: int | None = None
+    attempts: int = 0
+
+    def line(self, dry_run: bool) -> str:
+        head = f"{DAY}={self.day}: {self.files_before} → {self.files_after} file(s)"
+        if dry_run:
+            return f"{head} ({self.merged} small file(s), {self.rows} rows, would be merged)"
+        return (
+            f"{head}, {self.bytes_before} → {self.bytes_after} bytes, {self.rows} rows "
+            f"({self.merged} small file(s) merged; snapshot {self.snapshot_id}, attempt {self.attempts})"
+        )
+
+
+@dataclass
+class MaintainReport:
+    """What maintenance did (or, under a dry run, would do)."""
+
+    table: str
+    dry_run: bool = False
+    rewrites: list[Rewrite] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # partitions that changed under their rewrite
+    recovered: int = 0  # data files of crashed runs recovery deleted
+    snapshots_before: int = 0
+    snapshots_expired: list[int] = field(default_factory=list)
+    expired_files_deleted: int = 0  # files only expired snapshots referenced
+    orphans: list[str] = field(default_factory=list)  # table-relative paths removed
+    orphan_bytes: int = 0
+    orphans_too_young: int = 0  # unreferenced, but younger than the minimum age
+
+    def summary_lines(self) -> list[str]:
+        would = "would be " if self.dry_run else ""
+        lines = [
+            (
+                f"maintain {self.table}{' (dry run: nothing changed)' if self.dry_run else ''}: "
+                f"{len(self.rewrites)} partition(s) {would}rewritten"
+            )
+        ]
+        lines += [f"  {r.line(self.dry_run)}" for r in self.rewrites]
+        lines += [f"  {DAY}={day}: changed under the rewrite, left as it was" for day in self.skipped]
+        lines.append(
+            f"snapshots: {len(self.snapshots_expired)} of {self.snapshots_before} {would}expired"
+            + ("" if self.dry_run else f", {self.expired_files_deleted} file(s) only they referenced deleted")
+        )
+        lines.append(
+            f"orphan files: {len(self.orphans)} ({self.orphan_bytes} bytes) {would}removed, "
+            f"{self.orphans_too_young} too young to tell kept"
+        )
+        lines += [f"  {rel}" for rel in self.orphans] if self.dry_run else []
+        return lines
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+
+def maintain(target: Target, options: MaintainOptions, lease: Lease | None = None) -> MaintainReport:
+    """Rewrite small files, expire snapshots, remove orphans (see the module's docstring). ``lease``:
+    the table's lease, checked before every commit and delete (None only for a dry run or a test)."""
+    report = MaintainReport(table=".".join(target.table.name()), dry_run=options.dry_run)
+    target.table.refresh()
+    for day, files in live_files(target.table).items():
+        rewrite_partition(target, day, files, options, lease, report)
+    expire_snapshots(target, options, lease, report)
+    remove_orphans(target, options, lease, report)
+    return report
+
+
+# --- 1. rewrite ---------------------------------------------------------------------------------
+
+
+def live_files(table: Table) -> dict[str, list[DataFile]]:
+    """The current snapshot's data files by day partition (``YYYY-MM-DD``), days in order."""
+    from pyiceberg.manifest import DataFileContent
+
+    snap = table.current_snapshot()
+    if snap is None:
+        return {}
+    out: dict[str, list[DataFile]] = {}
+    for manifest in snap.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if entry.data_file.content == DataFileContent.DATA:
+                out.setdefault(_day(entry.data_file.partition[0]), []).append(entry.data_file)
+    return dict(sorted(out.items()))
+
+
+def small_files(files: Sequence[DataFile], options: MaintainOptions) -> list[DataFile]:
+    """The partition's files to merge, in name (= time) order: its small files when there are at
+    least :data:`MIN_SMALL_FILES` of them, else none."""
+    small = sorted((f for f in files if f.file_size_in_bytes < options.small_file_bytes), key=lambda f: f.file_path)
+    return small if len(small) >= MIN_SMALL_FILES else []
+
+
+def groups(files: Sequence[DataFile], max_bytes: int) -> list[list[DataFile]]:
+    """Consecutive files of at most ``max_bytes`` together (one file alone may be larger): what is
+    merged in memory at once."""
+    out: list[list[DataFile]] = []
+    size = 0
+    for f in files:
+        if not out or size + f.file_size_in_bytes > max_bytes:
+            out.append([])
+            size = 0
+        out[-1].append(f)
+        size += f.file_size_in_bytes
+    return out
+
+
+def merged(storage: Storage, files: Sequence[DataFile], target_bytes: int) -> Iterator[pa.Table]:
+    """The rows of ``files``, sorted by :data:`ORDER`, in slices of about ``target_bytes`` of input each."""
+    import pyarrow as pa
+
+    tables = [storage.read_parquet(storage.relative(f.file_path), COLUMNS).replace_schema_metadata(None) for f in files]
+    rows = pa.concat_tables(tables, promote_options="default").sort_by([(c, "ascending") for c in ORDER])
+    expected = sum(f.record_count for f in files)
+    if rows.num_rows != expected:
+        raise RuntimeError(f"read {rows.num_rows} rows from files whose metadata counts {expected}: not rewriting")
+    parts = max(1, math.ceil(sum(f.file_size_in_bytes for f in files) / target_bytes))
+    step = max(1, -(-rows.num_rows // parts))
+    for start in range(0, rows.num_rows, step):
+        yield rows.slice(start, step)
+
+
+def rewrite_partition(
+    target: Target,
+    day: str,
+    files: Sequence[DataFile],
+    options: MaintainOptions,
+    lease: Lease | None,
+    report: MaintainReport,
+) -> None:
+    """Merge the partition's small files into target-size files in one snapshot (when it has enough)."""
+    from pyiceberg.exceptions import ValidationException
+
+    small = small_files(files, options)
+    if not small:
+        return
+    batches = groups(small, options.group_max_bytes)
+    result = Rewrite(
+        day=day,
+        files_before=len(files),
+        files_after=0,
+        bytes_before=sum(f.file_size_in_bytes for f in files),
+        bytes_after=0,
+        rows=sum(f.record_count for f in small),
+        merged=len(small),
+    )
+    if options.dry_run:
+        result.files_after = (
+            len(files)
+            - len(small)
+            + sum(max(1, math.ceil(sum(f.file_size_in_bytes for f in g) / options.target_file_bytes)) for g in batches)
+        )
+        report.rewrites.append(result)
+        return
+    storage = target.storage
+    intent = Intent(run_id=str(uuid.uuid4()), planned_snapshot=target.snapshot_id)
+    save_intent(storage, intent)  # before any file is written
+    try:
+        part = 0
+        for batch in batches:
+            for piece in merged(storage, batch, options.target_file_bytes):
+                storage.write_parquet(f"{intent.staging}/{DAY}={day}/part-{part:05d}.parquet", piece)
+                part += 1
+        staged = staged_files(storage, intent.staging)
+        paths = final_paths(staged, target.table.name()[-1], target.next_sequence, intent.run_id)
+        intent = replace(intent, data_files=tuple(paths))
+        save_intent(storage, intent)  # final names recorded before they exist
+        for s, final in zip(staged, paths, strict=True):
+            storage.move(s.rel, final)
+        result.snapshot_id, result.attempts = _commit(target, small, [storage.uri(p) for p in paths], intent, lease)
+    except (CommitConflict, ValidationException, LeaseLost) as exc:
+        _discard(storage, intent)
+        if not isinstance(exc, ValidationException):
+            raise
+        log.warning("[maintain] %s=%s: a file to replace is gone (%s): nothing changed", DAY, day, exc)
+        report.skipped.append(day)
+        return
+    finish(target, intent)
+    result.files_after = len(files) - len(small) + len(paths)
+    result.bytes_after = result.bytes_before - sum(f.file_size_in_bytes for f in small) + sum(s.size for s in staged)
+    log.info("[maintain] %s", result.line(dry_run=False))
+    report.rewrites.append(result)
+
+
+def _commit(
+    target: Target, replaced: Sequence[DataFile], uris: Sequence[str], intent: Intent, lease: Lease | None
+) -> tuple[int, int]:
+    """One snapshot replacing ``replaced`` by ``uris``, asserting the branch head; on a conflict again
+    on fresh metadata. Returns (snapshot id, attempts); CommitConflict after :data:`MAX_ATTEMPTS`."""
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+
+    table = target.table
+    props = {RUN_PROPERTY: intent.run_id, MAINTAIN_PROPERTY: "rewrite"}
+    what = f"rewrite in Iceberg table {'.'.join(table.name())}"
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        if lease is not None:
+            lease.check()
+        added = [parquet_file_to_data_file(table.io, table.metadata, uri) for uri in uris]
+        try:
+            with (
+                iceberg_errors(what),
+                table.transaction() as tx,
+                tx.update_snapshot(snapshot_properties=props).overwrite() as rewrite,
+            ):
+                for f in replaced:
+                    rewrite.delete_data_file(f)
+                for f in added:
+                    rewrite.append_data_file(f)
+        except CommitConflict as exc:
+            log.warning("[maintain] attempt %d of %d: %s", attempt, MAX_ATTEMPTS, exc)
+            if attempt == MAX_ATTEMPTS:
+                raise
+            table.refresh()
+            intent = replace(intent, planned_snapshot=table.metadata.current_snapshot_id)
+            save_intent(target.storage, intent)
+            continue
+        snap = table.current_snapshot()
+        assert snap is not None and snap.summary is not None and snap.summary.get(RUN_PROPERTY) == intent.run_id
+        return snap.snapshot_id, attempt
+    raise AssertionError("unreachable")
+
+
+def _discard(storage: Storage, intent: Intent) -> None:
+    """Delete what an uncommitted rewrite wrote (it never became visible), then its intent."""
+    for rel in intent.data_files:
+        storage.delete(rel)
+    storage.delete_dir(intent.staging)
+    storage.delete(intent_name(intent.run_id))
+
+
+def _day(days: int) -> str:
+    return datetime.fromtimestamp(days * 86400, timezone.utc).strftime("%Y-%m-%d")
+
+
+# --- 2. expire snapshots ------------------------------------------------------------------------
+
+
+def expirable(table: Table, options: MaintainOptions, now: datetime) -> list[Snapshot]:
+    """Snapshots older than the limit, except the newest ``keep_last`` of the current branch and
+    every branch or tag head."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    meta = table.metadata
+    kept = {ref.snapshot_id for ref in meta.refs.values()}
+    kept.update(s.snapshot_id for s in islice(ancestors_of(table.current_snapshot(), meta), options.keep_last))
+    cutoff_ms = (now.timestamp() - options.expire_older_than_s) * 1000
+    return [s for s in meta.snapshots if s.timestamp_ms < cutoff_ms and s.snapshot_id not in kept]
+
+
+def reachable(io: FileIO, snapshots: Iterable[Snapshot]) -> set[str]:
+    """Every file ``snapshots`` reference: manifest lists, manifests, and data files in any entry."""
+    paths: set[str] = set()
+    for snap in snapshots:
+        paths.add(snap.manifest_list)
+        for manifest in snap.manifests(io):
+            if manifest.manifest_path not in paths:
+                paths.add(manifest.manifest_path)
+                paths.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=False))
+    return paths
+
+
+def expire_snapshots(target: Target, options: MaintainOptions, lease: Lease | None, report: MaintainReport) -> None:
+    """Expire old snapshots (pyiceberg's ``maintenance.expire_snapshots``), then delete the files only
+    they referenced."""
+    table = target.table
+    doomed = expirable(table, options, datetime.now(timezone.utc))
+    report.snapshots_before = len(table.metadata.snapshots)
+    report.snapshots_expired = [s.snapshot_id for s in doomed]
+    if not doomed or options.dry_run:
+        return
+    before = reachable(table.io, table.metadata.snapshots)
+    if lease is not None:
+        lease.check()
+    with iceberg_errors(f"expire snapshots of Iceberg table {report.table}"):
+        table.maintenance.expire_snapshots().by_ids(report.snapshots_expired).commit()
+    table.refresh()
+    gone = sorted(_relative(target.storage, before - reachable(table.io, table.metadata.snapshots)))
+    for rel in gone:
+        target.storage.delete(rel)
+    report.expired_files_deleted = len(gone)
+    log.info("[maintain] %d snapshot(s) expired, %d file(s) only they referenced deleted", len(doomed), len(gone))
+
+
+# --- 3. orphan files ----------------------------------------------------------------------------
+
+
+def orphan_files(target: Target, options: MaintainOptions, now: datetime) -> tuple[list[FileEntry], int]:
+    """Unreferenced files under ``data/`` and ``metadata/`` at least the minimum age old, and how many
+    younger ones were left; files announced by a pending intent are recovery's and never listed."""
+    table, storage = target.table, target.storage
+    meta = table.metadata
+    live = reachable(table.io, meta.snapshots) | {table.metadata_location}
+    live.update(entry.metadata_file for entry in meta.metadata_log)
+    live.update(s.statistics_path for s in (*meta.statistics, *meta.partition_statistics))
+    referenced = set(_relative(storage, live))
+    pending = pending_runs(storage)
+    orphans, young = [], 0
+    for entry in (*storage.list("data"), *storage.list("metadata")):
+        if entry.rel in referenced or _announced(entry.rel, pending):
+            continue
+        if entry.mtime is None or (now - entry.mtime).total_seconds() < options.orphan_min_age_s:
+            young += 1
+            continue
+        orphans.append(entry)
+    return orphans, young
+
+
+def remove_orphans(target: Target, options: MaintainOptions, lease: Lease | None, report: MaintainReport) -> None:
+    orphans, report.orphans_too_young = orphan_files(target, options, datetime.now(timezone.utc))
+    report.orphans = [e.rel for e in orphans]
+    report.orphan_bytes = sum(e.size for e in orphans)
+    if options.dry_run:
+        return
+    if orphans and lease is not None:
+        lease.check()
+    for entry in orphans:
+        log.info("[maintain] orphan %s (%d bytes, %s): removed", entry.rel, entry.size, entry.mtime)
+        target.storage.delete(entry.rel)
+
+
+def pending_runs(storage: Storage) -> frozenset[str]:
+    """Run ids with an intent under the table's bookkeeping (runs recovery has not settled yet)."""
+    prefix = f"{STATE_DIR}/intent-"
+    ids = (
+        e.rel[len(prefix) : -len(".json")]
+        for e in storage.list(STATE_DIR)
+        if e.rel.startswith(prefix) and e.rel.endswith(".json")
+    )
+    return frozenset(i for i in ids if is_run_id(i))
+
+
+def _announced(rel: str, runs: frozenset[str]) -> bool:
+    """True for a staged or final data file of one of ``runs`` (see :mod:`~lakeflow.compaction.naming`)."""
+    if rel.startswith(f"{STAGING}/"):
+        return rel[len(STAGING) + 1 :].split("/", 1)[0] in runs
+    return rel.endswith(".parquet") and rel[: -len(".parquet")].rsplit(SEPARATOR, 1)[-1] in runs
+
+
+def _relative(storage: Storage, uris: Iterable[str]) -> Iterator[str]:
+    """``uris`` under the table's location, relative to it (others are not this table's files)."""
+    for uri in uris:
+        try:
+            yield storage.relative(uri)
+        except ValueError:
+            continue
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+def after_compaction(run: Run) -> MaintainReport:
+    """``lakeflow compact --maintain``: maintain the table under the run's lease, after its commit."""
+    report = maintain(run.target, run.config.maintenance, run.lease)
+    print("\n".join(report.summary_lines()), flush=True)
+    return report
+
+
+def run_maintain(config: CompactConfig, as_json: bool) -> int:
+    """``lakeflow maintain``: open the tables, take the lease, recover, maintain, print the summary."""
+    run = begin(config)
+    if config.maintenance.dry_run:
+        report = maintain(run.target, config.maintenance)
+    else:
+        with hold_lease(run):
+            plan(run)
+            recover_orphans(run)  # the compactor's recovery: crashed runs' staging and data files
+            report = maintain(run.target, config.maintenance, run.lease)
+            report.recovered = run.report.orphans_removed
+    print(report.to_json() if as_json else "\n".join(report.summary_lines()), flush=True)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``lakeflow maintain`` to the ``lakeflow`` parser."""
+    p = subparsers.add_parser(
+        "maintain",
+        help="merge the compacted table's small files, expire old snapshots, remove orphan files",
+        description="Under the table's lease: per day partition, merge small Parquet files into target-size "
+        "files sorted by time (one atomic snapshot each, rows unchanged); expire old snapshots; "
+        "remove files nothing references. Exit codes: 0 done, 2 error, 3 a compaction (on any "
+        "host) holds the table's lease.",
+    )
+    add_table_arguments(p)
+    add_maintain_arguments(p)
+    p.add_argument(
+        "--dry-run", action="store_true", help="list what would be rewritten, expired and deleted; change nothing"
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=_command)
+
+
+def _command(args: argparse.Namespace) -> int:
+    def main() -> int:
+        config = load_config([*table_argv(args), *maintain_argv(args)])
+        config = replace(config, maintenance=replace(config.maintenance, dry_run=args.dry_run))
+        return run_maintain(config, args.json)
+
+    return exit_code(main, "maintain")
