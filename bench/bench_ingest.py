@@ -116,8 +116,7 @@ def time_make_run(home: Path, interval_ms: int, batch_size: int) -> tuple[float,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     first = None
     while proc.poll() is None:
-        if first is None and table.is_dir() and any(p.suffix == ".json" and not p.name.startswith(".")
-                                                    for p in table.iterdir()):
+        if first is None and any(table.glob("*/part-*.json")):
             first = time.monotonic() - started
         time.sleep(0.05)
     if proc.returncode != 0:

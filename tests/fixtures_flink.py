@@ -37,7 +37,7 @@ def flink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlinkClu
 def make_flink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., FlinkCluster]]:
     """Factory for more clusters, each on free ports and stopped at teardown:
     ``make_flink_cluster(conf=storage.conf, env=storage.env())`` starts one holding a table's
-    storage settings (:func:`lakeflow.ingest.storage.cluster_storage`, as ``lakeflow ingest cluster-up``)."""
+    storage settings (:func:`lakeflow.ingest.storage.cluster_storage`, as ``lakeflow flink up``)."""
     started: list[FlinkCluster] = []
 
     def make(**kwargs) -> FlinkCluster:

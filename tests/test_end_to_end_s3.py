@@ -5,7 +5,7 @@ moto that checks every signature, key and IAM policy (tests/lakehouse.py):
 1. ``lakeflow register`` — the raw generic table, its s3:// location from the stand-in;
 2. ``flink run`` of the packaged ingestion job (bounded NUM_RECORDS) on a standalone cluster started
    with the table's settings (keyless ``fs.s3a.*`` + the table's refreshing AWS profile, as
-   ``lakeflow ingest cluster-up``), writing with STS credentials scoped to the table's prefix;
+   ``lakeflow flink up``), writing with STS credentials scoped to the table's prefix;
 3. ``lakeflow compact --engine arrow`` — committing to the Iceberg REST server with credentials
    vended for the Iceberg table;
 4. ``lakeflow harvest`` — the finished job from the JobManager's REST API plus the run events the
@@ -28,31 +28,32 @@ from pathlib import Path
 import pytest
 
 from lakeflow.compaction.commit import iceberg_catalog
-from lakeflow.compaction.schema import NAMES
 from lakeflow.ingest.storage import cluster_storage
 from lakeflow.lineage.datasets import PARAM_RUN_ID, catalog_alias, from_location
+from lakeflow.readings import NAMES
 from lakeflow.settings import load_settings
 from tests.fixtures_flink import packaged_job_args
 from tests.fixtures_lakekeeper import NAMESPACE
 from tests.lakehouse import TARGET, Catalogs, lakehouse_catalogs
+from tests.sink_layout import assert_sink_path
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 NUM_SENSORS, NUM_RECORDS = 3, 300
 TABLE = "sensor-readings"   # env_for's TABLE
-PART = re.compile(r"part-[0-9a-f-]{36}-\d+\.json")
 
 
 def committed_readings(catalogs: Catalogs, location: str) -> tuple[list[str], list[dict]]:
-    """The raw table's objects (read with Lakekeeper's own credential) and the readings in them."""
+    """The raw table's objects (read with Lakekeeper's own credential), by path under the location,
+    and the readings in them."""
     s3 = catalogs.admin.client("s3")
     bucket, _, prefix = location.removeprefix("s3://").partition("/")
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix + "/").get("Contents", [])]
     readings: list[dict] = []
     for key in keys:
         readings += json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-    return keys, readings
+    return [k.removeprefix(prefix + "/") for k in keys], readings
 
 
 def chain(doc: dict, start: str) -> list[str]:
@@ -82,18 +83,21 @@ def test_register_ingest_compact_harvest_is_one_lineage_on_s3(moto_iam, make_fli
         outputs["register"] = done.stdout + done.stderr
 
         # 2. flink run of the packaged job on a cluster holding the table's settings
-        storage = cluster_storage(load_settings(env), tmp_path / "aws")  # what `lakeflow ingest cluster-up` does
+        storage = cluster_storage(load_settings(env), tmp_path / "aws")  # what `lakeflow flink up` does
         assert storage.handle.location == location and storage.profile is not None
         cluster = make_flink_cluster(conf=storage.conf, env=storage.env())
         job_env = {**{k: v for k, v in env.items() if not k.startswith("FLINK_")},
                    "NUM_SENSORS": str(NUM_SENSORS), "NUM_RECORDS": str(NUM_RECORDS), "BATCH_SIZE": "50",
                    "BATCH_INTERVAL_MS": "300", "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar")}
+        ingest_started = time.time()
         done = cluster.flink(packaged_job_args("--parallelism", "2"), env=job_env, timeout=300)
         outputs["flink run"] = done.stdout + done.stderr
         assert done.returncode == 0, outputs["flink run"][-4000:]
         job_id = re.search(r"submitted Flink job ([0-9a-f]{32})", outputs["flink run"]).group(1)
         keys, readings = committed_readings(catalogs, location)
-        assert keys and all(PART.fullmatch(k.rsplit("/", 1)[1]) for k in keys)
+        assert keys
+        for key in keys:
+            assert_sink_path(key, ingest_started)
         assert sorted(r["seq"] for r in readings) == list(range(NUM_RECORDS))  # each reading once
         (run_id,) = {r["run_id"] for r in readings}
         assert f"Wrote {len(keys)} files, {NUM_RECORDS} readings" in outputs["flink run"]

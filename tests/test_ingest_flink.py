@@ -19,7 +19,9 @@ import requests
 
 from lakeflow.ingest import sensors
 from lakeflow.lineage import datasets
+from lakeflow.readings import FIELDS
 from tests.fixtures_flink import packaged_job_args
+from tests.sink_layout import assert_sink_path, files_under
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "jobs" / "sensor_ingest.py"
@@ -49,16 +51,17 @@ class Run:
 
 
 def check_committed(run: Run, records: int = NUM_RECORDS, clean: bool = True) -> list[dict]:
-    """Every committed file is one JSON array of readings of the documented schema; all
-    ``records`` readings of one run, ``seq`` unique and complete; after a ``clean`` run
-    (no failure) nothing is left in progress."""
-    names = sorted(p.name for p in run.table_dir.iterdir() if not p.name.startswith("."))
-    hidden = sorted(p.name for p in run.table_dir.iterdir() if p.name.startswith("."))
+    """Every committed file is one JSON array of readings of the documented schema, in the hour
+    bucket it was written in; all ``records`` readings of one run, ``seq`` unique and complete;
+    after a ``clean`` run (no failure) nothing is left in progress."""
+    files = files_under(run.table_dir)
+    names = [rel for rel in files if not rel.rsplit("/", 1)[-1].startswith(".")]
+    hidden = [rel for rel in files if rel not in names]
     assert names and not (clean and hidden), f"uncommitted files left: {hidden}"
     readings: list[dict] = []
     for name in names:
-        assert re.fullmatch(r"part-[0-9a-f-]{36}-\d+\.json", name), name
-        content = json.loads((run.table_dir / name).read_text())
+        assert_sink_path(name, run.started)
+        content = json.loads(files[name].read_text())
         assert isinstance(content, list) and content, f"{name} is not a non-empty JSON array"
         readings += content
     assert len(readings) == records
@@ -66,7 +69,7 @@ def check_committed(run: Run, records: int = NUM_RECORDS, clean: bool = True) ->
     assert len({r["run_id"] for r in readings}) == 1
     uuid.UUID(readings[0]["run_id"])
     for r in readings:
-        assert [(k, type(v)) for k, v in r.items()] == list(sensors.FIELDS)
+        assert [(k, type(v)) for k, v in r.items()] == list(FIELDS)
     assert f"Wrote {len(names)} files, {records} readings" in run.stdout
     assert run.table_dir.as_uri() in run.stdout
     return readings
@@ -129,7 +132,7 @@ def test_flink_run_declares_the_table_to_the_job_manager(cluster_run: Run, flink
     assert params[datasets.PARAM_LOCATION] == location
     assert (params[datasets.PARAM_CATALOG], params[datasets.PARAM_NAMESPACE], params[datasets.PARAM_TABLE]) \
         == ("local", "iot", "sensor-readings")
-    readings = json.loads(next(cluster_run.table_dir.glob("*.json")).read_text())
+    readings = json.loads(next(cluster_run.table_dir.glob("*/part-*.json")).read_text())
     assert params[datasets.PARAM_RUN_ID] == readings[0]["run_id"]
     job = requests.get(f"{flink_cluster.rest_url}/v1/jobs/{job_id}", timeout=10).json()
     assert job["state"] == "FINISHED"
@@ -150,7 +153,7 @@ def test_a_taskmanager_crash_loses_and_duplicates_nothing(cluster_run: Run, flin
     run = Run(home, "", "", time.time())
     try:
         deadline = time.monotonic() + 180
-        while not (run.table_dir.is_dir() and len(list(run.table_dir.glob("*.json"))) >= 3):
+        while len(list(run.table_dir.glob("*/part-*.json"))) < 3:
             assert proc.poll() is None and time.monotonic() < deadline, "no commits before the crash"
             time.sleep(0.1)
         flink_cluster.kill_taskmanager()

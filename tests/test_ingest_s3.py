@@ -5,11 +5,11 @@ that vends STS credentials scoped to the table's prefix.
 Three routes, each a bounded run of the real job: (a) ``python jobs/sensor_ingest.py`` on its
 in-process MiniCluster (``make run``; vended keys given to that JVM's filesystems), (b) ``flink
 run`` of the packaged job against a standalone cluster started with the table's storage settings
-(:func:`lakeflow.ingest.storage.cluster_storage`), and (c) ``lakeflow ingest cluster-up``'s
+(:func:`lakeflow.ingest.storage.cluster_storage`), and (c) ``lakeflow flink up``'s
 cluster, whose AWS SDK re-vends through the table's AWS profile while the job runs on credentials
 that really expire (``tests/s3_expiry_proxy.py`` refuses expired session tokens). After each:
-every reading (run_id, seq) exactly once in committed objects that are each one JSON array, no
-hidden or in-progress object, no multipart upload left open, the location named as ``s3://``, no
+every reading (run_id, seq) exactly once in committed objects that are each one JSON array, in
+the hour buckets of the run (``tests/sink_layout.py``), no hidden or in-progress object, no multipart upload left open, the location named as ``s3://``, no
 secret in the output. A cluster that cannot write the table is refused before submission.
 """
 
@@ -33,18 +33,18 @@ from botocore.exceptions import ClientError
 from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.credentials import to_s3a
 from lakeflow.flink_cluster import FlinkCluster, flink_home
-from lakeflow.ingest import sensors
 from lakeflow.ingest.storage import cluster_storage
 from lakeflow.lineage import datasets
-from tests.fixtures_lakekeeper import env_for, settings_for
+from lakeflow.readings import FIELDS
 from tests.fixtures_flink import packaged_job_args
+from tests.fixtures_lakekeeper import env_for, settings_for
 from tests.fixtures_servers import free_port
+from tests.sink_layout import assert_sink_path
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "jobs" / "sensor_ingest.py"
 LAKEFLOW = str(Path(sys.executable).parent / "lakeflow")
 NUM_SENSORS, NUM_RECORDS = 5, 2_000
-PART = re.compile(r"part-[0-9a-f-]{36}-\d+\.json")
 SDK_BUFFER_S = 15  # the AWS SDK for Java re-runs a credential process this long before Expiration
 
 
@@ -107,14 +107,16 @@ class Watch:
         self._thread.join()
 
 
-def check_table(lakekeeper, location: str, output: str, records: int = NUM_RECORDS) -> list[dict]:
-    """The committed objects and what the run printed (see the module's docstring)."""
+def check_table(lakekeeper, location: str, output: str, started: float, records: int = NUM_RECORDS) -> list[dict]:
+    """The committed objects of a run ``started`` then and what it printed (see the module's docstring)."""
     s3 = lakekeeper.warehouse.s3.client("s3")  # Lakekeeper's own storage credential: sees everything
     bucket, _, prefix = location.removeprefix("s3://").partition("/")
     listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix + "/")
     keys = [o["Key"] for o in listed.get("Contents", [])]
     names = [k.removeprefix(prefix + "/") for k in keys]
-    assert names and all(PART.fullmatch(n) for n in names), f"not only committed part files: {names}"
+    assert names, "nothing committed"
+    for name in names:
+        assert_sink_path(name, started)
     readings: list[dict] = []
     for key in keys:
         content = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
@@ -124,7 +126,7 @@ def check_table(lakekeeper, location: str, output: str, records: int = NUM_RECOR
     assert len({r["run_id"] for r in readings}) == 1
     uuid.UUID(readings[0]["run_id"])
     for r in readings:
-        assert [(k, type(v)) for k, v in r.items()] == list(sensors.FIELDS)
+        assert [(k, type(v)) for k, v in r.items()] == list(FIELDS)
     assert s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix + "/").get("Uploads", []) == []
     # outside the table nothing else was written (no directory marker, no temporary object)
     everything = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
@@ -160,6 +162,7 @@ def assert_scoped(lakekeeper, location: str) -> None:
 @pytest.mark.slow
 def test_make_run_writes_s3_exactly_once(make_lakekeeper, moto_strict, packaged, tmp_path: Path):
     lakekeeper = make_lakekeeper(s3=moto_strict)
+    started = time.time()
     proc = subprocess.Popen([sys.executable, str(JOB), "--parallelism", "2"], env=job_env(lakekeeper, tmp_path),
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     location = None
@@ -178,7 +181,7 @@ def test_make_run_writes_s3_exactly_once(make_lakekeeper, moto_strict, packaged,
     assert proc.returncode == 0, err[-4000:]
     watch.poll()
     assert not watch.incomplete, f"visible before they were whole JSON arrays: {watch.incomplete}"
-    check_table(lakekeeper, location, out + err)
+    check_table(lakekeeper, location, out + err, started)
     assert "committed" in err  # progress lines, read from S3 while it ran
     assert_no_secret(lakekeeper, {"stdout": out, "stderr": err})
     assert_scoped(lakekeeper, location)
@@ -192,13 +195,14 @@ def test_flink_run_on_a_cluster_holding_the_tables_settings(make_lakekeeper, mot
                                                            packaged, tmp_path: Path):
     lakekeeper = make_lakekeeper(s3=moto_strict)
     settings = settings_for(lakekeeper, LAKEFLOW_HOME=str(tmp_path))
-    storage = cluster_storage(settings, tmp_path / "aws")  # what `lakeflow ingest cluster-up` starts with
+    storage = cluster_storage(settings, tmp_path / "aws")  # what `lakeflow flink up` starts with
     location = storage.handle.location
     cluster = make_flink_cluster(conf=storage.conf, env=storage.env())
+    started = time.time()
     done = cluster.flink(packaged_job_args("--parallelism", "2"), env=job_env(lakekeeper, tmp_path), timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
-    check_table(lakekeeper, location, output)
+    check_table(lakekeeper, location, output, started)
 
     job_id = re.search(r"submitted Flink job ([0-9a-f]{32})", output).group(1)
     params = requests.get(f"{cluster.rest_url}/v1/jobs/{job_id}/config", timeout=10).json()[
@@ -222,12 +226,12 @@ def test_flink_run_to_a_cluster_without_the_tables_settings_is_refused(make_lake
     output = done.stdout + done.stderr
     assert done.returncode != 0
     assert f"the Flink cluster at {flink_cluster.rest_url}" in output and "cannot write s3://" in output
-    assert "lakeflow ingest cluster-up" in output and "Job has been submitted" not in output
+    assert "lakeflow flink up" in output and "Job has been submitted" not in output
     assert time.monotonic() - started < 120
     assert_no_secret(lakekeeper, {"flink run": output})
 
 
-# -- (c) lakeflow ingest cluster-up: credentials re-vended while the job runs ---------------------------
+# -- (c) lakeflow flink up: credentials re-vended while the job runs ---------------------------
 
 
 @pytest.mark.slow
@@ -242,7 +246,7 @@ def test_cluster_up_keeps_writing_past_the_credentials_expiry(make_lakekeeper, s
     env = job_env(lakekeeper, tmp_path, NUM_RECORDS="3000", BATCH_SIZE="60", BATCH_INTERVAL_MS="400")
     cluster = FlinkCluster(home)  # the one cluster-up starts: same home, so stop() finds its pids
     try:
-        up = subprocess.run([LAKEFLOW, "ingest", "cluster-up", "--home", str(home), "--rest-port", str(rest_port),
+        up = subprocess.run([LAKEFLOW, "flink", "up", "--home", str(home), "--rest-port", str(rest_port),
                              "--rpc-port", str(free_port())], env=env, capture_output=True, text=True, timeout=240)
         assert up.returncode == 0, up.stderr[-3000:]
         location = table_location(lakekeeper)
@@ -254,7 +258,7 @@ def test_cluster_up_keeps_writing_past_the_credentials_expiry(make_lakekeeper, s
         output = done.stdout + done.stderr
         assert done.returncode == 0, output[-4000:]
         assert time.time() - started > SDK_BUFFER_S + 6  # the run outlived the first credentials
-        check_table(lakekeeper, location, output, records=3000)
+        check_table(lakekeeper, location, output, started, records=3000)
         assert len(lakekeeper.calls("GET", "/credentials")) - calls >= 2  # minted, then re-minted mid-run
         assert s3_expiring.proxy.refused == 0, "an expired session token was sent"
         assert len(s3_expiring.proxy.expiries) >= 3  # the tokens it watched: the client's and the re-vended
@@ -281,7 +285,7 @@ def test_a_cluster_is_checked_against_the_tables_endpoint(caplog: pytest.LogCapt
     check_cluster(location, table, {"s3.endpoint": "minio:9000", "s3.access-key": "k"}, where)  # Flink's s3.* keys
     check_cluster(location, table, {}, where)  # YARN / Kubernetes: not checked
     for conf in ({"rest.port": "8081"}, {"fs.s3a.endpoint": "http://other:9000", "fs.s3a.access.key": "k"}):
-        with pytest.raises(IngestError, match="lakeflow ingest cluster-up") as refused:
+        with pytest.raises(IngestError, match="lakeflow flink up") as refused:
             check_cluster(location, table, conf, where)
         assert where in str(refused.value) and location in str(refused.value) and "AKIA" not in str(refused.value)
     with caplog.at_level("WARNING", logger="lakeflow.ingest.storage"):  # AWS S3 (no endpoint), no credentials

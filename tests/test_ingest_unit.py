@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,11 @@ from lakeflow.catalog.local import LocalCatalog
 from lakeflow.credentials import VendedConfig, to_s3a
 from lakeflow.ingest import IngestError, sensors
 from lakeflow.ingest.job import FOREVER, IngestJob
-from lakeflow.ingest.plugins import install_s3_plugin
-from lakeflow.jars import flink_version
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, records_in
 from lakeflow.ingest.storage import require_filesystem
+from lakeflow.jars import JarsUnavailable, flink_version, install_flink_plugin
 from lakeflow.lineage import datasets
+from lakeflow.readings import FIELDS, bucket_name
 from lakeflow.settings import load_settings
 
 
@@ -51,7 +52,7 @@ def test_baselines_are_deterministic_realistic_and_differ_between_sensors() -> N
 
 def test_json_sql_emits_the_schema_fields_in_order() -> None:
     sql = sensors.json_sql("readings")
-    positions = [sql.index(f'"{name}":') for name, _ in sensors.FIELDS]
+    positions = [sql.index(f'"{name}":') for name, _ in FIELDS]
     assert positions == sorted(positions)
     assert sql.count("DECIMAL(10, 2)") == 3  # the three doubles, fixed-point
 
@@ -136,13 +137,16 @@ def test_s3_without_the_plugin_fails_before_submitting(tmp_path: Path, monkeypat
 
 
 def test_plugin_is_copied_from_flink_home_opt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make flink-plugins` (python -m lakeflow.jars flink) with FLINK_HOME set copies the plugin from
+    that distribution's opt/ instead of fetching it."""
     monkeypatch.setenv("FLINK_PLUGINS_DIR", str(tmp_path / "plugins"))
+    monkeypatch.setenv("FLINK_HOME", str(tmp_path / "flink"))
     opt = tmp_path / "flink" / "opt"
-    with pytest.raises(IngestError, match="should be a Flink .* distribution"):
-        install_s3_plugin(tmp_path / "flink")
+    with pytest.raises(JarsUnavailable, match="should be a Flink .* distribution"):
+        install_flink_plugin()
     opt.mkdir(parents=True)
     (opt / f"flink-s3-fs-hadoop-{flink_version()}.jar").write_bytes(b"jar bytes")
-    installed = install_s3_plugin(tmp_path / "flink")
+    installed = install_flink_plugin()
     assert installed == tmp_path / "plugins" / "s3-fs-hadoop" / f"flink-s3-fs-hadoop-{flink_version()}.jar"
     assert installed.read_bytes() == b"jar bytes"
 
@@ -218,7 +222,7 @@ def test_cluster_up_prints_the_profile_and_the_static_token_note(
     monkeypatch.setenv("FLINK_PLUGINS_DIR", str(jar.parent.parent))
     started: list[FlinkCluster] = []
     monkeypatch.setattr(FlinkCluster, "start", lambda self, timeout=90.0: started.append(self) or self.write_conf())
-    assert main(["ingest", "cluster-up", "--home", str(tmp_path / "cluster"), "--rest-port", "1"]) == 0
+    assert main(["flink", "up", "--home", str(tmp_path / "cluster"), "--rest-port", "1"]) == 0
     out, err = capsys.readouterr()
     name = "lakeflow.iot.sensor-readings"
     credentials = tmp_path / "home" / "aws" / "credentials"
@@ -254,24 +258,40 @@ def test_records_are_counted_per_line() -> None:
     assert records_in(b"[]") == 0
 
 
-def test_listing_separates_committed_from_in_progress_files(tmp_path: Path) -> None:
-    (tmp_path / "part-a-0-0.json").write_bytes(part([{"a": 1}, {"a": 2}]))
-    (tmp_path / ".part-a-0-1.json.inprogress.0f3c").write_bytes(b"[{\"a\":3}")
-    (tmp_path / "_SUCCESS").write_text("")
-    listing = PartFiles(tmp_path.as_uri()).scan()
-    assert list(listing.committed) == ["part-a-0-0.json"]
-    assert listing.committed["part-a-0-0.json"].records == 2
-    assert listing.uncommitted == (".part-a-0-1.json.inprogress.0f3c",)
+START = datetime(2026, 11, 21, 10, 20, tzinfo=timezone.utc)  # a run starting in bucket 2026-11-21--10
+HOUR = timedelta(hours=1)
+
+
+def put(root: Path, rel: str, data: bytes) -> None:
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / rel).write_bytes(data)
+
+
+def test_listing_separates_committed_from_in_progress_files_in_the_runs_buckets(tmp_path: Path) -> None:
+    put(tmp_path, "2026-11-21--10/part-a-0-0.json", part([{"a": 1}, {"a": 2}]))
+    put(tmp_path, "2026-11-21--10/.part-a-0-1.json.inprogress.0f3c", b"[{\"a\":3}")
+    put(tmp_path, "2026-11-21--11/part-a-1-0.json", part([{"a": 4}]))
+    put(tmp_path, "2026-11-21--10/_SUCCESS", b"")
+    put(tmp_path, "2026-11-21--09/part-old-0-0.json", part([{"a": 0}]))  # before the run: not listed
+    put(tmp_path, "part-flat-0-0.json", part([{"a": 0}]))                # the layout before buckets
+    put(tmp_path, "_lakeflow/segments/r/2026-11-21--10.json", b"[]")     # the compaction's, not a bucket
+    listing = PartFiles(tmp_path.as_uri(), since=START).scan()
+    assert {n: f.records for n, f in listing.committed.items()} == {
+        "2026-11-21--10/part-a-0-0.json": 2, "2026-11-21--11/part-a-1-0.json": 1}
+    assert listing.uncommitted == ("2026-11-21--10/.part-a-0-1.json.inprogress.0f3c",)
+    assert PartFiles(tmp_path.as_uri(), since=START + HOUR).first_bucket == "2026-11-21--11"
+    assert PartFiles(tmp_path.as_uri(), since=START - PartFiles.CLOCK_SKEW).first_bucket == "2026-11-21--09"
 
 
 def test_watcher_logs_each_commit_and_sums_only_this_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    (tmp_path / "part-old-0-0.json").write_bytes(part([{"a": 0}]))
+    now = bucket_name(datetime.now(timezone.utc))
+    put(tmp_path, f"{now}/part-old-0-0.json", part([{"a": 0}]))
     watcher = ProgressWatcher(PartFiles(tmp_path.as_uri()), poll_s=60)
     caplog.set_level(logging.INFO, logger="lakeflow.ingest.progress")
-    (tmp_path / "part-new-0-0.json").write_bytes(part([{"a": 1}, {"a": 2}]))
-    (tmp_path / "part-new-1-0.json").write_bytes(part([{"a": 3}]))
+    put(tmp_path, f"{now}/part-new-0-0.json", part([{"a": 1}, {"a": 2}]))
+    put(tmp_path, f"{now}/part-new-1-0.json", part([{"a": 3}]))
     watcher.poll()
-    (tmp_path / "part-new-0-1.json").write_bytes(part([{"a": 4}]))
+    put(tmp_path, f"{bucket_name(datetime.now(timezone.utc) + HOUR)}/part-new-0-1.json", part([{"a": 4}]))
     summary = watcher.start().stop()
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and "2 file(s), 3 readings" in lines[0] and "1 file(s), 1 readings" in lines[1]
@@ -282,12 +302,16 @@ def test_watcher_logs_each_commit_and_sums_only_this_run(tmp_path: Path, caplog:
 def test_part_files_on_s3(moto_server) -> None:
     s3 = moto_server.client("s3")
     s3.create_bucket(Bucket="lake")
-    s3.put_object(Bucket="lake", Key="wh/iot/readings/part-x-0-0.json", Body=part([{"a": 1}, {"a": 2}]))
-    s3.put_object(Bucket="lake", Key="wh/iot/readings/.part-x-0-1.json.inprogress.1", Body=b"[")
-    s3.put_object(Bucket="lake", Key="wh/iot/readings-other/part-y-0-0.json", Body=part([{"a": 1}]))
+    for key, body in (("readings/2026-11-21--10/part-x-0-0.json", part([{"a": 1}, {"a": 2}])),
+                      ("readings/2026-11-21--10/.part-x-0-1.json.inprogress.1", b"["),
+                      ("readings/2026-11-21--09/part-old-0-0.json", part([{"a": 1}])),    # before the run
+                      ("readings/part-flat-0-0.json", part([{"a": 1}])),
+                      ("readings/_lakeflow/2026-11-21--10/part-z-0-0.json", part([{"a": 1}])),
+                      ("readings-other/2026-11-21--10/part-y-0-0.json", part([{"a": 1}]))):
+        s3.put_object(Bucket="lake", Key=f"wh/iot/{key}", Body=body)
     s3a = to_s3a(VendedConfig("s3://lake/wh/iot/readings", {
         "s3.access-key-id": "AKIA", "s3.secret-access-key": "s3cr3t", "s3.endpoint": moto_server.url,
         "s3.region": "us-east-1", "s3.path-style-access": "true"}))
-    listing = PartFiles("s3://lake/wh/iot/readings/", s3a).scan()
-    assert {n: f.records for n, f in listing.committed.items()} == {"part-x-0-0.json": 2}
-    assert listing.uncommitted == (".part-x-0-1.json.inprogress.1",)
+    listing = PartFiles("s3://lake/wh/iot/readings/", s3a, since=START).scan()
+    assert {n: f.records for n, f in listing.committed.items()} == {"2026-11-21--10/part-x-0-0.json": 2}
+    assert listing.uncommitted == ("2026-11-21--10/.part-x-0-1.json.inprogress.1",)

@@ -1,6 +1,11 @@
-"""``lakeflow ingest plugins | cluster-up``: what the ingestion job needs around it.
+"""``lakeflow flink up | down | status``: the local standalone Flink cluster the ingestion job runs on.
 
-The job itself runs from ``jobs/sensor_ingest.py`` (``make run``, or ``flink run -py``).
+``up`` starts the wheel's Flink (:mod:`lakeflow.flink_cluster`) able to write the table: for an S3
+table it writes the table's AWS profile and puts keyless ``fs.s3a.*`` settings into its config.yaml
+(:func:`lakeflow.ingest.storage.cluster_storage`); it reports every job's lineage natively
+(lakeflow's ``JobStatusChangedListener``, into the lineage store) unless ``--no-native-lineage``;
+with ``--sql-gateway-port`` it also starts Flink's SQL Gateway. The job itself runs from
+``jobs/sensor_ingest.py`` (``make run``, or the ``flink run`` that ``make package`` prints).
 """
 
 from __future__ import annotations
@@ -12,75 +17,142 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``lakeflow ingest …`` to the ``lakeflow`` parser."""
-    ingest = subparsers.add_parser("ingest", help="Flink ingestion: S3 plugin, a cluster holding the table's storage settings")
-    sub = ingest.add_subparsers(dest="ingest_command", metavar="ACTION", required=True)
+    """Add ``lakeflow flink …`` to the ``lakeflow`` parser."""
+    flink = subparsers.add_parser("flink", help="the local standalone Flink cluster (make cluster-up / cluster-down)")
+    sub = flink.add_subparsers(dest="flink_command", metavar="ACTION", required=True)
+    gateway_port = os.environ.get("FLINK_SQL_GATEWAY_PORT")
 
-    p = sub.add_parser("plugins", help="install flink-s3-fs-hadoop into the wheel's Flink plugins/",
-                       description="Copy flink-s3-fs-hadoop from $FLINK_HOME/opt (a Flink distribution "
-                                   "of the same version), else download it from Maven Central.")
-    p.add_argument("--flink-home", type=Path, default=os.environ.get("FLINK_HOME") or None,
-                   help="a Flink distribution to copy the plugin from (default $FLINK_HOME)")
-    p.set_defaults(handler=_plugins)
+    up = sub.add_parser(
+        "up",
+        help="start a standalone Flink cluster whose TaskManagers can write the table",
+        description="Start the local standalone cluster (as `make cluster-up`) able to write the "
+        "table. For an S3 table: write the table's AWS profile (as `lakeflow "
+        "aws-profile`; files 0600), put the keyless fs.s3a.* settings that select "
+        "S3A's profile credentials provider into config.yaml, and start the "
+        "processes with AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE and "
+        "AWS_CREDENTIAL_PROFILES_FILE: the AWS SDK re-vends from Lakekeeper before "
+        "the credentials expire. No key goes into config.yaml. A file:// table "
+        "needs none of this. Every job's lineage is written to the lineage store "
+        "by Flink itself (docs/harvest.md, 'Native Flink lineage').",
+    )
+    up.add_argument("--local", action="store_true", help="use the embedded local catalog")
+    up.add_argument(
+        "--profile-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where to write the table's AWS profile (default $LAKEFLOW_HOME/aws)",
+    )
+    up.add_argument(
+        "--rest-port",
+        type=int,
+        default=int(os.environ.get("FLINK_REST_PORT", "8081")),
+        help="REST/web UI port on localhost (default $FLINK_REST_PORT or 8081)",
+    )
+    up.add_argument(
+        "--rpc-port",
+        type=int,
+        default=int(os.environ.get("FLINK_RPC_PORT", "6123")),
+        help="JobManager RPC port (default $FLINK_RPC_PORT or 6123)",
+    )
+    up.add_argument(
+        "--sql-gateway-port",
+        type=int,
+        default=int(gateway_port) if gateway_port else None,
+        help="also start Flink's SQL Gateway, REST on 127.0.0.1:PORT (default "
+        "$FLINK_SQL_GATEWAY_PORT; unset: no gateway; its jar is fetched if need be)",
+    )
+    up.add_argument(
+        "--no-native-lineage",
+        action="store_true",
+        help="don't load lakeflow's lineage listener (jobs' OpenLineage events into the lineage store)",
+    )
+    for p in (
+        up,
+        sub.add_parser("down", help="stop the cluster (and its SQL Gateway)"),
+        sub.add_parser("status", help="whether the cluster (and its SQL Gateway) runs; exit 1 if not"),
+    ):
+        p.add_argument(
+            "--home",
+            type=Path,
+            default=None,
+            help="private directory for conf/, log/, pid/ (default $LAKEFLOW_HOME/cluster)",
+        )
+        p.set_defaults(handler=_flink)
 
-    p = sub.add_parser("cluster-up", help="start a standalone Flink cluster whose TaskManagers can write the table",
-                       description="Start the local standalone cluster (as `make cluster-up`) able to write the "
-                                   "table. For an S3 table: write the table's AWS profile (as `lakeflow "
-                                   "aws-profile`; files 0600), put the keyless fs.s3a.* settings that select "
-                                   "S3A's profile credentials provider into config.yaml, and start the "
-                                   "processes with AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE and "
-                                   "AWS_CREDENTIAL_PROFILES_FILE: the AWS SDK re-vends from Lakekeeper before "
-                                   "the credentials expire. No key goes into config.yaml. A file:// table "
-                                   "needs none of this.")
-    p.add_argument("--local", action="store_true", help="use the embedded local catalog")
-    p.add_argument("--home", type=Path, default=None,
-                   help="private directory for conf/, log/, pid/ (default $LAKEFLOW_HOME/cluster)")
-    p.add_argument("--profile-dir", type=Path, default=None, metavar="DIR",
-                   help="where to write the table's AWS profile (default $LAKEFLOW_HOME/aws)")
-    p.add_argument("--rest-port", type=int, default=int(os.environ.get("FLINK_REST_PORT", "8081")))
-    p.add_argument("--rpc-port", type=int, default=int(os.environ.get("FLINK_RPC_PORT", "6123")))
-    p.set_defaults(handler=_cluster_up)
+
+def _flink(args: argparse.Namespace) -> int:
+    from lakeflow.flink_cluster import FlinkCluster
+
+    if args.flink_command == "up":
+        return _up(args)
+    cluster = FlinkCluster(args.home or Path(os.environ.get("LAKEFLOW_HOME") or ".lakeflow") / "cluster")
+    if args.flink_command == "down":
+        cluster.stop()
+        print("Flink cluster stopped")
+        return 0
+    print(f"running at {cluster.rest_url}" if cluster.running() else "not running")
+    if cluster.sql_gateway_running():
+        print("SQL Gateway running")
+    return 0 if cluster.running() else 1
 
 
-def _plugins(args: argparse.Namespace) -> int:
-    from lakeflow.ingest import IngestError
-    from lakeflow.ingest.plugins import install_s3_plugin
-
-    try:
-        print(install_s3_plugin(args.flink_home))
-    except IngestError as exc:
-        print(f"lakeflow ingest plugins: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _cluster_up(args: argparse.Namespace) -> int:
+def _up(args: argparse.Namespace) -> int:
     from lakeflow.aws_profile import ProfileError, renewal_note
     from lakeflow.flink_cluster import FlinkCluster
     from lakeflow.ingest import IngestError
+    from lakeflow.ingest.sink import jar_path
     from lakeflow.ingest.storage import cluster_storage
+    from lakeflow.jars import JarsUnavailable
+    from lakeflow.lineage.native import listener_conf
     from lakeflow.settings import load_settings
 
     settings = load_settings(local=args.local or None)
     try:
         storage = cluster_storage(settings, args.profile_dir or settings.home / "aws")
+        lib_jars = [] if args.no_native_lineage else [jar_path()]
     except (IngestError, ProfileError) as exc:
-        print(f"lakeflow ingest cluster-up: {exc}", file=sys.stderr)
+        print(f"lakeflow flink up: {exc}", file=sys.stderr)
         return 2
-    cluster = FlinkCluster(args.home or settings.home / "cluster", rest_port=args.rest_port,
-                           rpc_port=args.rpc_port, conf=storage.conf, env=storage.env())
+    lineage = {} if args.no_native_lineage else listener_conf(settings.lineage_dir)
+    cluster = FlinkCluster(
+        args.home or settings.home / "cluster",
+        rest_port=args.rest_port,
+        rpc_port=args.rpc_port,
+        conf={**storage.conf, **lineage},
+        env=storage.env(),
+        lib_jars=lib_jars,
+    )
     if cluster.running():
-        print(f"a cluster is already running in {cluster.home}: stop it first (make cluster-down)", file=sys.stderr)
-        return 2
-    profile = storage.profile
-    if profile:
-        print(f"lakeflow ingest cluster-up: wrote AWS profile {profile.name} to {profile.credentials_file} "
-              f"(catalog settings in {profile.env_file}, mode 0600)", file=sys.stderr)
-        note = renewal_note(settings)
-        if note:
-            print(f"lakeflow ingest cluster-up: {note}", file=sys.stderr)
-    cluster.start()
-    via = f", credentials through AWS profile {profile.name}" if profile else ""
-    print(f"Flink cluster up: {cluster.rest_url} (FLINK_CONF_DIR={cluster.conf_dir}; "
-          f"{len(storage.conf)} fs.s3a.* settings for {storage.handle.location}{via})")
+        print(f"already running: {cluster.rest_url} (stop it first to change its settings: make cluster-down)")
+    else:
+        profile = storage.profile
+        if profile:
+            print(
+                f"lakeflow flink up: wrote AWS profile {profile.name} to {profile.credentials_file} "
+                f"(catalog settings in {profile.env_file}, mode 0600)",
+                file=sys.stderr,
+            )
+            note = renewal_note(settings)
+            if note:
+                print(f"lakeflow flink up: {note}", file=sys.stderr)
+        cluster.start()
+        via = f", credentials through AWS profile {profile.name}" if profile else ""
+        print(
+            f"Flink cluster up: {cluster.rest_url} (FLINK_CONF_DIR={cluster.conf_dir}; "
+            f"{len(storage.conf)} fs.s3a.* settings for {storage.handle.location}{via})"
+        )
+        if not args.no_native_lineage:
+            print(f"Jobs report their lineage into {settings.lineage_dir} (lakeflow harvest reads it)")
+    if args.sql_gateway_port is not None and not cluster.sql_gateway_running():
+        try:
+            url = cluster.start_sql_gateway(args.sql_gateway_port)
+        except (JarsUnavailable, RuntimeError, TimeoutError) as exc:
+            print(f"SQL Gateway not started: {exc}", file=sys.stderr)
+            return 1
+        print(f"SQL Gateway up: {url}  (lakeflow harvest --sql-gateway-url {url})")
+    print(
+        "Next: make package (prints the `flink run` command for this cluster); once the job ran: make compact, "
+        "make harvest"
+    )
     return 0

@@ -7,7 +7,6 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from lakeflow.catalog.base import TableHandle, TableIdent
 from lakeflow.lineage import datasets
@@ -36,19 +35,29 @@ class IngestJob:
     batch_size: int
     batch_interval_ms: int
     home: Path
-    parallelism: Optional[int] = None  # None: Flink's default (cores locally, -p on flink run)
+    parallelism: int | None = None  # None: Flink's default (cores locally, -p on flink run)
     throttled: bool = True  # False: as fast as possible (the benchmark)
 
     @classmethod
-    def plan(cls, settings: Settings, handle: TableHandle, *, parallelism: Optional[int] = None,
-             throttled: bool = True) -> "IngestJob":
+    def plan(
+        cls, settings: Settings, handle: TableHandle, *, parallelism: int | None = None, throttled: bool = True
+    ) -> IngestJob:
         """The job for ``handle``'s table with the settings' sensors and pacing; a new run id."""
         catalog_uri = settings.lakekeeper if settings.catalog == "lakekeeper" else settings.home.as_uri()
-        return cls(table=handle.ident, location=handle.location.rstrip("/"), catalog=settings.catalog,
-                   catalog_uri=catalog_uri, run_id=str(uuid.uuid4()), num_sensors=settings.num_sensors,
-                   num_records=settings.num_records, batch_size=settings.batch_size,
-                   batch_interval_ms=settings.batch_interval_ms, home=settings.home,
-                   parallelism=parallelism, throttled=throttled)
+        return cls(
+            table=handle.ident,
+            location=handle.location.rstrip("/"),
+            catalog=settings.catalog,
+            catalog_uri=catalog_uri,
+            run_id=str(uuid.uuid4()),
+            num_sensors=settings.num_sensors,
+            num_records=settings.num_records,
+            batch_size=settings.batch_size,
+            batch_interval_ms=settings.batch_interval_ms,
+            home=settings.home,
+            parallelism=parallelism,
+            throttled=throttled,
+        )
 
     @property
     def bounded(self) -> bool:

@@ -18,11 +18,10 @@ from pyflink.datastream.connectors import Source
 from pyflink.java_gateway import get_gateway
 from pyflink.table import StreamTableEnvironment
 
-from lakeflow.ingest import sensors
+from lakeflow.ingest import IngestError, sensors
 from lakeflow.ingest.job import IngestJob
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, Summary
-from lakeflow.ingest.sink import add_jvm_helpers, json_array_sink
-from lakeflow.ingest import IngestError
+from lakeflow.ingest.sink import add_jvm_helpers, json_array_sink, table_lineage
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +48,21 @@ def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
     """Add the job's operators to ``env``: ticks → readings → JSON → part files."""
     t_env = StreamTableEnvironment.create(env)
     jvm = get_gateway().jvm
-    ticks = env.from_source(Source(jvm.lakeflow.flink.SensorTicks.source(job.count, job.rows_per_second)),
-                            WatermarkStrategy.no_watermarks(), "SensorTicks", type_info=TICKS).uid("sensor-ticks")
+    ticks = env.from_source(
+        Source(jvm.lakeflow.flink.SensorTicks.source(job.count, job.rows_per_second)),
+        WatermarkStrategy.no_watermarks(),
+        "SensorTicks",
+        type_info=TICKS,
+    ).uid("sensor-ticks")
     t_env.create_temporary_view("ticks", t_env.from_data_stream(ticks))
-    t_env.create_temporary_view("readings", t_env.sql_query(
-        sensors.readings_sql("ticks", job.num_sensors, job.run_id)))
+    readings = t_env.sql_query(sensors.readings_sql("ticks", job.num_sensors, job.run_id))
+    t_env.create_temporary_view("readings", readings)
     json = t_env.to_data_stream(t_env.sql_query(sensors.json_sql("readings")))
-    json.sink_to(json_array_sink(job.location)).name(job.sink_name).uid("lakeflow-sink")
+    schema = readings.get_resolved_schema()
+    fields = list(zip(schema.get_column_names(), map(str, schema.get_column_data_types()), strict=True))
+    json.sink_to(json_array_sink(job.location, table_lineage(job.job_parameters(), fields))).name(job.sink_name).uid(
+        "lakeflow-sink"
+    )
 
 
 def execute(env: StreamExecutionEnvironment, job: IngestJob, files: PartFiles) -> Summary:
@@ -65,8 +72,9 @@ def execute(env: StreamExecutionEnvironment, job: IngestJob, files: PartFiles) -
     watcher = ProgressWatcher(files, poll_s=min(max(job.batch_interval_ms / 4000, 0.2), 2.0))
     pace = f"{job.batch_size} readings every {job.batch_interval_ms} ms" if job.throttled else "unthrottled"
     total = f"{job.num_records} readings" if job.bounded else "until stopped (Ctrl+C)"
-    log.info("streaming %s from %d sensors (%s, run_id %s) → %s", total, job.num_sensors, pace,
-             job.run_id, job.location)
+    log.info(
+        "streaming %s from %d sensors (%s, run_id %s) → %s", total, job.num_sensors, pace, job.run_id, job.location
+    )
     started = time.monotonic()
     client = env.execute_async(job.name)
     job_id = client.get_job_id()
@@ -84,8 +92,10 @@ def execute(env: StreamExecutionEnvironment, job: IngestJob, files: PartFiles) -
         raise
     except Py4JJavaError as exc:
         watcher.stop()
-        raise IngestError(f"Flink job {job_id} failed: {_root_cause(exc)} "
-                          f"(Flink logs in {os.environ.get('FLINK_LOG_DIR', 'the Flink log folder')})") from None
+        raise IngestError(
+            f"Flink job {job_id} failed: {_root_cause(exc)} "
+            f"(Flink logs in {os.environ.get('FLINK_LOG_DIR', 'the Flink log folder')})"
+        ) from None
     summary = watcher.stop()
     log.info("finished in %.1f s: %s", time.monotonic() - started, summary)
     return summary

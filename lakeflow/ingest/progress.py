@@ -1,9 +1,9 @@
-"""Progress of a run, read from what it committed: the part files at the table location.
+"""Progress of a run, read from what it committed: the part files in the table location's hour buckets.
 
 A part file is committed when the checkpoint that rolled it completes (it is then renamed from a
-hidden ``.part-….inprogress.…`` to ``part-….json``). The JSON-array writer puts one reading per
+hidden ``<bucket>/.part-….inprogress.…`` to ``<bucket>/part-….json``). The JSON-array writer puts one reading per
 line, so a committed file holds as many readings as newlines. :class:`ProgressWatcher` logs a
-line per commit while the job runs; :func:`summarize` tells what the run left behind.
+line per commit while the job runs; :func:`committed_since` tells what the run left behind.
 """
 
 from __future__ import annotations
@@ -11,28 +11,29 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Optional
 from urllib.parse import urlparse
 
 from lakeflow.credentials import S3ASettings
-from lakeflow.ingest.sink import PART_SUFFIX
+from lakeflow.readings import bucket_name, bucket_time, is_committed_part
+from lakeflow.uris import is_s3
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class PartFile:
-    name: str
+    name: str  # its path under the location: ``<bucket>/part-….json``
     size: int
     records: int
 
 
 @dataclass(frozen=True)
-class Listing:
-    """The part files at a location: ``committed`` by name, ``uncommitted`` hidden names."""
+class LocationScan:
+    """The part files listed: ``committed`` by path, ``uncommitted`` the paths of hidden in-progress ones."""
 
     committed: Mapping[str, PartFile]
     uncommitted: tuple[str, ...]
@@ -44,7 +45,11 @@ def records_in(data: bytes) -> int:
 
 
 class PartFiles:
-    """Lists a table location's part files (a local directory, or S3 through boto3).
+    """Lists the part files a run writes at a table location (a local directory, or S3 through
+    boto3): every file in the hour buckets from ``since`` (default: when created) less
+    ``CLOCK_SKEW`` on. The sink writes into the bucket of the hour it writes in, so a run started
+    then puts nothing in an earlier one, and a listing costs one request for the location's folders
+    (from that bucket on) and one per bucket since — O(the run's hours), not O(the table's history).
 
     On S3 it reads with ``s3a``'s credentials; ``refresh`` (e.g. a re-vend from the catalog) is
     called for new ones before those expire — ``REFRESH_BEFORE`` ahead, or halfway through their
@@ -53,12 +58,19 @@ class PartFiles:
 
     REFRESH_BEFORE = timedelta(minutes=5)
     RETRY = timedelta(seconds=30)
+    CLOCK_SKEW = timedelta(minutes=15)  # how far the TaskManagers' clocks may lag this one's
 
-    def __init__(self, location: str, s3a: Optional[S3ASettings] = None,
-                 refresh: Optional[Callable[[], S3ASettings]] = None) -> None:
+    def __init__(
+        self,
+        location: str,
+        s3a: S3ASettings | None = None,
+        refresh: Callable[[], S3ASettings] | None = None,
+        since: datetime | None = None,
+    ) -> None:
         self.location = location.rstrip("/")
+        self.first_bucket = bucket_name((since or datetime.now(timezone.utc)) - self.CLOCK_SKEW)
         parsed = urlparse(self.location)
-        self._s3 = parsed.scheme in ("s3", "s3a")
+        self._s3 = is_s3(self.location)
         self._refresh = refresh
         if self._s3:
             self._bucket, self._prefix = parsed.netloc, parsed.path.strip("/") + "/"
@@ -66,14 +78,17 @@ class PartFiles:
         else:
             self._dir = Path(parsed.path)
 
-    def _connect(self, s3a: Optional[S3ASettings]) -> None:
+    def _connect(self, s3a: S3ASettings | None) -> None:
         import boto3
 
         self._client = boto3.client("s3", **(s3a.boto3() if s3a else {}))
         expires_at = s3a.expires_at if s3a else None
         now = datetime.now(timezone.utc)
-        self._refresh_at = (expires_at - min(self.REFRESH_BEFORE, max(expires_at - now, timedelta(0)) / 2)
-                            if expires_at and self._refresh else None)
+        self._refresh_at = (
+            expires_at - min(self.REFRESH_BEFORE, max(expires_at - now, timedelta(0)) / 2)
+            if expires_at and self._refresh
+            else None
+        )
 
     def _s3_client(self):
         now = datetime.now(timezone.utc)
@@ -82,30 +97,55 @@ class PartFiles:
             self._connect(self._refresh())
         return self._client
 
-    def scan(self, known: Mapping[str, PartFile] = {}) -> Listing:
+    def scan(self, known: Mapping[str, PartFile] = {}) -> LocationScan:
         """Every part file now; readings are counted only in files not in ``known``."""
         committed: dict[str, PartFile] = {}
         uncommitted: list[str] = []
         for name, size in self._entries():
-            if name.startswith("."):
-                if ".inprogress" in name:
+            file_name = name.rsplit("/", 1)[-1]
+            if file_name.startswith("."):
+                if ".inprogress" in file_name:
                     uncommitted.append(name)
-            elif name.endswith(PART_SUFFIX):
+            elif is_committed_part(name):
                 seen = known.get(name)
-                committed[name] = seen if seen and seen.size == size else PartFile(name, size, records_in(self._read(name)))
-        return Listing(committed, tuple(sorted(uncommitted)))
+                committed[name] = (
+                    seen if seen and seen.size == size else PartFile(name, size, records_in(self._read(name)))
+                )
+        return LocationScan(committed, tuple(sorted(uncommitted)))
+
+    def _buckets(self) -> list[str]:
+        """The location's hour buckets from :attr:`first_bucket` on."""
+        if self._s3:
+            pages = (
+                self._s3_client()
+                .get_paginator("list_objects_v2")
+                .paginate(
+                    Bucket=self._bucket, Prefix=self._prefix, Delimiter="/", StartAfter=self._prefix + self.first_bucket
+                )
+            )
+            names = [
+                p["Prefix"][len(self._prefix) :].rstrip("/") for page in pages for p in page.get("CommonPrefixes", [])
+            ]
+        else:
+            names = [p.name for p in self._dir.iterdir() if p.is_dir()] if self._dir.is_dir() else []
+        return sorted(n for n in names if n >= self.first_bucket and bucket_time(n) is not None)
 
     def _entries(self) -> Iterator[tuple[str, int]]:
-        if self._s3:
-            pages = self._s3_client().get_paginator("list_objects_v2").paginate(
-                Bucket=self._bucket, Prefix=self._prefix, Delimiter="/")
-            for page in pages:
-                for obj in page.get("Contents", []):
-                    yield obj["Key"][len(self._prefix):], int(obj["Size"])
-        elif self._dir.is_dir():
-            for entry in self._dir.iterdir():
-                if entry.is_file():
-                    yield entry.name, entry.stat().st_size
+        """(path under the location, size) of every file in the buckets listed."""
+        for bucket in self._buckets():
+            if self._s3:
+                pages = (
+                    self._s3_client()
+                    .get_paginator("list_objects_v2")
+                    .paginate(Bucket=self._bucket, Prefix=f"{self._prefix}{bucket}/")
+                )
+                for page in pages:
+                    for obj in page.get("Contents", []):
+                        yield obj["Key"][len(self._prefix) :], int(obj["Size"])
+            else:
+                for entry in (self._dir / bucket).rglob("*"):
+                    if entry.is_file():
+                        yield entry.relative_to(self._dir).as_posix(), entry.stat().st_size
 
     def _read(self, name: str) -> bytes:
         if self._s3:
@@ -126,15 +166,17 @@ class Summary:
     def __str__(self) -> str:
         text = f"{self.files} files, {self.records} readings, {_size(self.bytes)} → {self.location}"
         if self.uncommitted:
-            text += (f" ({len(self.uncommitted)} hidden in-progress files there too: from an attempt that "
-                     "failed, a cancelled run or another writer; readers skip them)")
+            text += (
+                f" ({len(self.uncommitted)} hidden in-progress files there too: from an attempt that "
+                "failed, a cancelled run or another writer; readers skip them)"
+            )
         return text
 
 
-def summarize(listing: Listing, before: Mapping[str, PartFile], location: str) -> Summary:
-    new = [f for name, f in listing.committed.items() if name not in before]
-    return Summary(location, len(new), sum(f.records for f in new), sum(f.size for f in new),
-                   listing.uncommitted)
+def committed_since(scan: LocationScan, before: Mapping[str, PartFile], location: str) -> Summary:
+    """What ``scan`` holds that was not committed ``before``."""
+    new = [f for name, f in scan.committed.items() if name not in before]
+    return Summary(location, len(new), sum(f.records for f in new), sum(f.size for f in new), scan.uncommitted)
 
 
 class ProgressWatcher:
@@ -145,12 +187,12 @@ class ProgressWatcher:
         self.files = files
         self.poll_s = poll_s
         self.before = files.scan().committed
-        self.first_commit_at: Optional[float] = None
+        self.first_commit_at: float | None = None
         self._known = dict(self.before)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lakeflow-progress", daemon=True)
 
-    def start(self) -> "ProgressWatcher":
+    def start(self) -> ProgressWatcher:
         self._thread.start()
         return self
 
@@ -161,16 +203,22 @@ class ProgressWatcher:
         return self.poll()
 
     def poll(self) -> Summary:
-        listing = self.files.scan(self._known)
-        new = [f for name, f in listing.committed.items() if name not in self._known]
+        scan = self.files.scan(self._known)
+        new = [f for name, f in scan.committed.items() if name not in self._known]
         if new:
             self.first_commit_at = self.first_commit_at or time.monotonic()
             self._known.update((f.name, f) for f in new)
-            total = summarize(listing, self.before, self.files.location)
-            log.info("committed %d file(s), %d readings, %s → %s (run total: %d files, %d readings)",
-                     len(new), sum(f.records for f in new), _size(sum(f.size for f in new)),
-                     self.files.location, total.files, total.records)
-        return summarize(listing, self.before, self.files.location)
+            total = committed_since(scan, self.before, self.files.location)
+            log.info(
+                "committed %d file(s), %d readings, %s → %s (run total: %d files, %d readings)",
+                len(new),
+                sum(f.records for f in new),
+                _size(sum(f.size for f in new)),
+                self.files.location,
+                total.files,
+                total.records,
+            )
+        return committed_since(scan, self.before, self.files.location)
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):

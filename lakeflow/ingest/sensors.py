@@ -13,16 +13,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# The schema the compaction codes against: field order in each JSON document, and JSON types.
-FIELDS: tuple[tuple[str, type], ...] = (
-    ("sensor_id", str), ("run_id", str), ("seq", int), ("timestamp_ms", int),
-    ("temperature", float), ("humidity", float), ("pressure", float), ("location", str),
-)
+from lakeflow.readings import DAY_MS, FIELDS
 
-LOCATIONS = ("greenhouse-north", "greenhouse-south", "cold-store", "packing-hall",
-             "loading-dock", "office", "server-room", "rooftop")
+LOCATIONS = (
+    "greenhouse-north",
+    "greenhouse-south",
+    "cold-store",
+    "packing-hall",
+    "loading-dock",
+    "office",
+    "server-room",
+    "rooftop",
+)
 HUMIDITY_MIN, HUMIDITY_MAX = 20.0, 95.0
-DAY_MS = 86_400_000
 
 
 @dataclass(frozen=True)
@@ -43,9 +46,9 @@ class Quantity:
         return f"({self.low} + {self.spread} * MOD({index} * {self.prime}, 1000) / 1000.0)"
 
 
-TEMPERATURE = Quantity(low=16.0, spread=12.0, prime=389, amplitude=3.0, noise=0.6)   # °C
-HUMIDITY = Quantity(low=35.0, spread=30.0, prime=571, amplitude=8.0, noise=2.0)      # % RH
-PRESSURE = Quantity(low=1003.0, spread=20.0, prime=733, amplitude=1.5, noise=0.4)    # hPa
+TEMPERATURE = Quantity(low=16.0, spread=12.0, prime=389, amplitude=3.0, noise=0.6)  # °C
+HUMIDITY = Quantity(low=35.0, spread=30.0, prime=571, amplitude=8.0, noise=2.0)  # % RH
+PRESSURE = Quantity(low=1003.0, spread=20.0, prime=733, amplitude=1.5, noise=0.4)  # hPa
 
 
 @dataclass(frozen=True)
@@ -69,12 +72,17 @@ def sensor_id(index: int, num_sensors: int) -> str:
 
 def baseline(index: int, num_sensors: int) -> Baseline:
     """Sensor ``index``'s identity and baselines (what the SQL computes for it)."""
-    return Baseline(sensor_id(index, num_sensors), LOCATIONS[index % len(LOCATIONS)],
-                    TEMPERATURE.base(index), HUMIDITY.base(index), PRESSURE.base(index))
+    return Baseline(
+        sensor_id(index, num_sensors),
+        LOCATIONS[index % len(LOCATIONS)],
+        TEMPERATURE.base(index),
+        HUMIDITY.base(index),
+        PRESSURE.base(index),
+    )
 
 
 def readings_sql(ticks: str, num_sensors: int, run_id: str) -> str:
-    """SELECT the typed readings (the :data:`FIELDS`) from a view of ``(seq, timestamp_ms)``."""
+    """SELECT the typed readings (:data:`lakeflow.readings.FIELDS`) from a view of ``(seq, timestamp_ms)``."""
     _require_json_safe(run_id, "run_id")
     day = f"SIN(2 * PI() * (timestamp_ms % {DAY_MS}) / {DAY_MS}.0 + idx)"
 
@@ -89,7 +97,7 @@ SELECT
   seq,
   timestamp_ms,
   {value(TEMPERATURE)} AS temperature,
-  GREATEST({HUMIDITY_MIN}, LEAST({HUMIDITY_MAX}, {value(HUMIDITY, '-')})) AS humidity,
+  GREATEST({HUMIDITY_MIN}, LEAST({HUMIDITY_MAX}, {value(HUMIDITY, "-")})) AS humidity,
   {value(PRESSURE)} AS pressure,
   ELT(CAST(MOD(idx, {len(LOCATIONS)}) AS INT) + 1, {locations}) AS location
 FROM (SELECT seq, timestamp_ms, MOD(seq, {num_sensors}) AS idx FROM {ticks})"""
@@ -97,8 +105,9 @@ FROM (SELECT seq, timestamp_ms, MOD(seq, {num_sensors}) AS idx FROM {ticks})"""
 
 def json_sql(readings: str) -> str:
     """SELECT one column ``reading``: each row of ``readings`` as a JSON document, fields in
-    :data:`FIELDS` order. Strings are sensor ids, a UUID and :data:`LOCATIONS` (nothing to
-    escape); decimals are fixed-point with 2 places (never ``1.0E-4``, ``NaN`` or ``Infinity``)."""
+    :data:`lakeflow.readings.FIELDS` order. Strings are sensor ids, a UUID and :data:`LOCATIONS`
+    (nothing to escape); decimals are fixed-point with 2 places (never ``1.0E-4``, ``NaN`` or
+    ``Infinity``)."""
 
     def number(column: str) -> str:
         return f"CAST(CAST({column} AS DECIMAL(10, 2)) AS STRING)"
@@ -118,8 +127,10 @@ def json_sql(readings: str) -> str:
 
 def _require_json_safe(value: str, what: str) -> None:
     if not re.fullmatch(r"[A-Za-z0-9_.:-]+", value):
-        raise ValueError(f"{what}={value!r}: expected letters, digits, '_', '.', ':' or '-' "
-                         "(it is written into JSON and SQL without escaping)")
+        raise ValueError(
+            f"{what}={value!r}: expected letters, digits, '_', '.', ':' or '-' "
+            "(it is written into JSON and SQL without escaping)"
+        )
 
 
 for _name in LOCATIONS:

@@ -1,21 +1,26 @@
 """The JVM helpers (``build/lakeflow-flink.jar``, compiled from ``java/`` by ``make jar``) and
-the sink: a ``FileSink`` whose part files are each one JSON array, committed on every checkpoint."""
+the sink: a ``FileSink`` whose part files are each one JSON array, committed on every checkpoint,
+wrapped so that Flink's native lineage (FLIP-314) names the table it writes (``LineageFileSink``)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
+from py4j.java_gateway import JavaObject
 from pyflink.common.serialization import BulkWriterFactory
 from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream.connectors import Sink
 from pyflink.datastream.connectors.file_system import BucketAssigner, FileSink, OutputFileConfig
 from pyflink.java_gateway import get_gateway
+from pyflink.util.java_utils import to_jarray
 
 from lakeflow.ingest import IngestError
+from lakeflow.lineage import datasets
+from lakeflow.readings import BUCKET_JAVA_FORMAT, BUCKET_ZONE, PART_PREFIX, PART_SUFFIX
 
 JAR_NAME = "lakeflow-flink.jar"
-PART_PREFIX = "part"
-PART_SUFFIX = ".json"
 
 
 def jar_path() -> Path:
@@ -27,8 +32,10 @@ def jar_path() -> Path:
     for jar in candidates:
         if jar.is_file():
             return jar.resolve()
-    raise IngestError(f"the JVM helpers jar is missing (looked at {', '.join(map(str, candidates))}): "
-                      "run `make jar`, or set LAKEFLOW_JAR to its path")
+    raise IngestError(
+        f"the JVM helpers jar is missing (looked at {', '.join(map(str, candidates))}): "
+        "run `make jar`, or set LAKEFLOW_JAR to its path"
+    )
 
 
 def add_jvm_helpers(env: StreamExecutionEnvironment) -> None:
@@ -36,13 +43,37 @@ def add_jvm_helpers(env: StreamExecutionEnvironment) -> None:
     env.add_jars(jar_path().as_uri())
 
 
-def json_array_sink(location: str) -> FileSink:
-    """Part files ``part-<uuid of the subtask>-<n>.json`` directly under ``location`` (no time
-    buckets), one JSON array each, rolled and committed on every checkpoint, exactly once.
-    A checkpoint in which a subtask received no reading leaves no file for it."""
-    factory = get_gateway().jvm.lakeflow.flink.JsonArrayWriterFactory()
-    return (FileSink.for_bulk_format(location, BulkWriterFactory(factory))
-            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
-            .with_output_file_config(OutputFileConfig.builder()
-                                     .with_part_prefix(PART_PREFIX).with_part_suffix(PART_SUFFIX).build())
-            .build())
+def json_array_sink(location: str, table: JavaObject) -> Sink:
+    """Part files ``<location>/<bucket>/part-<uuid of the subtask's writer>-<n>.json``, the bucket the UTC
+    hour the subtask wrote the readings in (:data:`lakeflow.readings.BUCKET_FORMAT`), one JSON
+    array each, rolled and committed on every checkpoint, exactly once. A checkpoint in which a
+    subtask received no reading leaves no file for it. ``table`` (a :func:`table_lineage`: the
+    location itself, not a bucket) is what the sink declares to Flink's native lineage."""
+    jvm = get_gateway().jvm
+    sink = (
+        FileSink.for_bulk_format(location, BulkWriterFactory(jvm.lakeflow.flink.JsonArrayWriterFactory()))
+        .with_bucket_assigner(BucketAssigner.date_time_bucket_assigner(BUCKET_JAVA_FORMAT, BUCKET_ZONE))
+        .with_output_file_config(
+            OutputFileConfig.builder().with_part_prefix(PART_PREFIX).with_part_suffix(PART_SUFFIX).build()
+        )
+        .build()
+    )
+    return Sink(jvm.lakeflow.flink.LineageFileSink(sink.get_java_function(), table))
+
+
+def table_lineage(job_parameters: dict[str, str], fields: Sequence[tuple[str, str]]) -> JavaObject:
+    """The table as a FLIP-314 dataset (``TableLineage``): its location, its catalog identity from
+    the job parameters (:meth:`IngestJob.job_parameters`) and the readings' ``(name, SQL type)``."""
+    gateway = get_gateway()
+    string = gateway.jvm.String
+    p = job_parameters
+    return gateway.jvm.lakeflow.flink.TableLineage(
+        p[datasets.PARAM_LOCATION],
+        p[datasets.PARAM_CATALOG],
+        p[datasets.PARAM_CATALOG_URI],
+        p[datasets.PARAM_WAREHOUSE],
+        p[datasets.PARAM_NAMESPACE],
+        p[datasets.PARAM_TABLE],
+        to_jarray(string, [name for name, _ in fields]),
+        to_jarray(string, [kind for _, kind in fields]),
+    )

@@ -5,7 +5,7 @@ Flink's filesystems read their configuration once, when a process initialises th
 TaskManager at start, from its ``config.yaml``; a job's own configuration never reaches them.
 So: an in-process MiniCluster (``make run``) gets ``fs.s3a.*`` (vended credentials included)
 through :func:`configure_filesystems` before the job starts; a standalone cluster
-(``lakeflow ingest cluster-up``) gets keyless ``fs.s3a.*`` in its ``config.yaml`` — S3A's
+(``lakeflow flink up``) gets keyless ``fs.s3a.*`` in its ``config.yaml`` — S3A's
 profile credentials provider — and starts with the table's AWS profile in its environment, whose
 ``credential_process`` re-vends before expiry (:mod:`lakeflow.aws_profile`). No key goes into
 ``config.yaml``, whose properties Flink logs at start. Either way no credential appears in the
@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from lakeflow.ingest import IngestError
+from lakeflow.uris import S3_SCHEMES
 
 if TYPE_CHECKING:
     from lakeflow.aws_profile import AwsProfile
@@ -30,7 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-S3_SCHEMES = ("s3", "s3a")
 S3_PLUGIN = "flink-s3-fs-hadoop"
 
 
@@ -65,7 +66,8 @@ def require_filesystem(location: str) -> None:
             raise IngestError(
                 f"the table location {location} is on S3, but Flink has no {S3_PLUGIN} plugin in "
                 f"{folder} ($FLINK_PLUGINS_DIR): run `make flink-plugins` (fetches "
-                f"{S3_PLUGIN}-{jars.flink_version()}.jar from Maven Central into it) and start again")
+                f"{S3_PLUGIN}-{jars.flink_version()}.jar from Maven Central into it) and start again"
+            )
         try:
             log.info("the table is on S3: installing Flink's %s plugin into %s", S3_PLUGIN, folder)
             jars.install_flink_plugin(folder)
@@ -73,10 +75,10 @@ def require_filesystem(location: str) -> None:
             raise IngestError(
                 f"the table location {location} is on S3, but Flink has no {S3_PLUGIN} plugin in "
                 f"{folder} and it could not be fetched: {exc}. Once it is in place, `make flink-plugins` "
-                "installs it; then start again") from None
+                "installs it; then start again"
+            ) from None
         return
-    raise IngestError(f"the table location {location!r} has scheme {scheme!r}: expected file:// "
-                      "or s3:// (s3a://)")
+    raise IngestError(f"the table location {location!r} has scheme {scheme!r}: expected file:// or s3:// (s3a://)")
 
 
 def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: bool) -> None:
@@ -90,9 +92,12 @@ def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: 
     if not in_process:
         conf, where = cluster_configuration()
         check_cluster(location, s3a, conf, where)
-        log.info("the cluster's TaskManagers write %s with the fs.s3a.* settings of their config.yaml "
-                 "and the AWS profile in their environment (start the cluster with `lakeflow ingest "
-                 "cluster-up`)", location)
+        log.info(
+            "the cluster's TaskManagers write %s with the fs.s3a.* settings of their config.yaml "
+            "and the AWS profile in their environment (start the cluster with `lakeflow flink "
+            "up`)",
+            location,
+        )
         return
     from pyflink.java_gateway import get_gateway
 
@@ -107,8 +112,13 @@ def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: 
 # Settings through which a Flink process's S3 filesystem gets credentials (Flink mirrors ``s3.*``
 # keys to ``fs.s3a.*``). Without any of them S3A falls back to its default chain (environment
 # variables, EC2/ECS instance roles): not the table's vended credentials.
-CREDENTIAL_SETTINGS = ("fs.s3a.aws.credentials.provider", "s3.aws.credentials.provider",
-                       "fs.s3a.access.key", "s3.access-key", "s3.access.key")
+CREDENTIAL_SETTINGS = (
+    "fs.s3a.aws.credentials.provider",
+    "s3.aws.credentials.provider",
+    "fs.s3a.access.key",
+    "s3.access-key",
+    "s3.access.key",
+)
 ENDPOINT_SETTINGS = ("fs.s3a.endpoint", "s3.endpoint")
 
 
@@ -122,21 +132,29 @@ def cluster_configuration() -> tuple[dict[str, str], str]:
     from lakeflow.http import HttpOptions, new_session
 
     jvm = get_gateway().jvm
-    client = {str(k): str(v) for k, v in jvm.org.apache.flink.streaming.api.environment
-              .StreamExecutionEnvironment.getExecutionEnvironment().getConfiguration().toMap().items()}
+    client = {
+        str(k): str(v)
+        for k, v in jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment.getExecutionEnvironment()
+        .getConfiguration()
+        .toMap()
+        .items()
+    }
     if client.get("execution.target", "remote") != "remote":  # YARN, Kubernetes: their own config routes
         return {}, ""
     scheme = "https" if client.get("security.ssl.rest.enabled", "false").lower() == "true" else "http"
-    rest = (f"{scheme}://{client.get('rest.address', 'localhost')}:{client.get('rest.port', '8081')}"
-            f"{client.get('rest.path', '').rstrip('/')}")
+    rest = (
+        f"{scheme}://{client.get('rest.address', 'localhost')}:{client.get('rest.port', '8081')}"
+        f"{client.get('rest.path', '').rstrip('/')}"
+    )
     try:
         with new_session(HttpOptions(timeout=5, max_retries=0)) as http:
             answer = http.get(f"{rest}/v1/jobmanager/config")
             answer.raise_for_status()
             return {str(e["key"]): str(e["value"]) for e in answer.json()}, f"the Flink cluster at {rest}"
     except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
-        log.debug("cannot read the cluster's configuration from %s (%s): checking the client's", rest,
-                  type(exc).__name__)
+        log.debug(
+            "cannot read the cluster's configuration from %s (%s): checking the client's", rest, type(exc).__name__
+        )
         return client, "the flink client's configuration (FLINK_CONF_DIR)"
 
 
@@ -152,18 +170,27 @@ def check_cluster(location: str, s3a: Mapping[str, str], conf: Mapping[str, str]
     Nothing is checked when ``conf`` is empty (a YARN or Kubernetes target)."""
     if not conf:
         return
-    fix = ("start the cluster with `lakeflow ingest cluster-up` (keyless fs.s3a.* settings in its config.yaml, "
-           "the table's refreshing AWS profile in its environment; docs/ingestion.md), or give its "
-           "config.yaml and TaskManagers what `lakeflow aws-profile` prints")
+    fix = (
+        "start the cluster with `lakeflow flink up` (keyless fs.s3a.* settings in its config.yaml, "
+        "the table's refreshing AWS profile in its environment; docs/ingestion.md), or give its "
+        "config.yaml and TaskManagers what `lakeflow aws-profile` prints"
+    )
     wanted = s3a.get("fs.s3a.endpoint")
     have = next((conf[k] for k in ENDPOINT_SETTINGS if conf.get(k)), None)
     if wanted and (have is None or _host(have) != _host(wanted)):
-        raise IngestError(f"{where} cannot write {location}: its S3 endpoint is "
-                          f"{have or 'not set (AWS S3)'}, the table's is {wanted}; {fix}")
+        raise IngestError(
+            f"{where} cannot write {location}: its S3 endpoint is "
+            f"{have or 'not set (AWS S3)'}, the table's is {wanted}; {fix}"
+        )
     if not any(conf.get(k) for k in CREDENTIAL_SETTINGS):
-        log.warning("%s names no S3 credentials for %s (no fs.s3a.aws.credentials.provider or keys): its "
-                    "TaskManagers will use S3A's default chain, not the table's vended credentials; "
-                    "if writes are refused, %s", where, location, fix)
+        log.warning(
+            "%s names no S3 credentials for %s (no fs.s3a.aws.credentials.provider or keys): its "
+            "TaskManagers will use S3A's default chain, not the table's vended credentials; "
+            "if writes are refused, %s",
+            where,
+            location,
+            fix,
+        )
 
 
 @dataclass(frozen=True)
@@ -172,32 +199,31 @@ class ClusterStorage:
     ``fs.s3a.*``) and the AWS ``profile`` its processes start with (none for file://, nor when
     the catalog vends no keys: then the processes' own AWS credentials apply)."""
 
-    handle: "TableHandle"
+    handle: TableHandle
     conf: dict[str, str] = field(default_factory=dict)
-    profile: Optional["AwsProfile"] = None
+    profile: AwsProfile | None = None
 
     def env(self) -> dict[str, str]:
         """Environment for the cluster's processes: the profile's ``AWS_*`` variables."""
         return self.profile.env() if self.profile else {}
 
 
-def cluster_storage(settings: "Settings", profile_dir: Path) -> ClusterStorage:
+def cluster_storage(settings: Settings, profile_dir: Path) -> ClusterStorage:
     """The table (registered if need be, loaded with vended credentials) and, for S3, its AWS
     profile written under ``profile_dir`` with the keyless settings that read it."""
     from lakeflow.aws_profile import catalog_settings, refreshing, write_profile
     from lakeflow.catalog import open_catalog
-    from lakeflow.credentials import VendedConfig, to_s3a
 
-    catalog = open_catalog(settings)
-    catalog.register(settings.namespace, settings.table)
-    handle = catalog.load(settings.namespace, settings.table, vended=True)
+    with open_catalog(settings) as catalog:
+        catalog.register(settings.namespace, settings.table)
+        handle = catalog.load(settings.namespace, settings.table, vended=True)
     require_filesystem(handle.location)
     if urlparse(handle.location).scheme not in S3_SCHEMES:
         return ClusterStorage(handle)
-    vended = handle.storage or VendedConfig(handle.location)
-    s3a = to_s3a(vended, settings.s3_endpoint)
-    if not vended.has_keys:
+    s3a = handle.s3a(settings.s3_endpoint)
+    if not handle.storage.has_keys:
         return ClusterStorage(handle, s3a.flink())
-    profile = write_profile(profile_dir, settings.namespace, settings.table,
-                            catalog_settings(settings, catalog.warehouse_id))  # type: ignore[attr-defined]
+    profile = write_profile(
+        profile_dir, settings.namespace, settings.table, catalog_settings(settings, handle.ident.warehouse)
+    )
     return ClusterStorage(handle, refreshing(s3a).flink(), profile)

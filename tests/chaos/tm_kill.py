@@ -7,7 +7,7 @@ jar and ``lakeflow.zip``), on the embedded local catalog. Between kills the scen
 JobManager has noticed the loss and the job runs again, then waits a random 0.5–3 s.
 
 ``tm-kill-s3``: the same on S3 (a Lakekeeper stand-in whose warehouse is on moto with IAM enforced,
-the cluster set up as ``lakeflow ingest cluster-up`` does): the objects are read from moto, and the
+the cluster set up as ``lakeflow flink up`` does): the objects are read from moto, and the
 multipart uploads the killed writers left open are counted (``open_uploads``).
 """
 
@@ -28,6 +28,7 @@ from tests.chaos.common import REPO, Result, local_env, moto_server, progress, t
 from tests.fixtures_lakekeeper import env_for, start_lakekeeper
 from tests.fixtures_servers import free_port
 from tests.lakekeeper_standin import S3Account
+from tests.sink_layout import files_under
 
 JOB = REPO / "jobs" / "sensor_ingest.py"
 JAR, PACKAGE = REPO / "build" / "lakeflow-flink.jar", REPO / "build" / "lakeflow.zip"
@@ -71,13 +72,14 @@ def _submitted(rest: str, proc: subprocess.Popen, timeout: float = 180) -> str:
 
 
 def count_parts(entries: Iterable[tuple[str, Callable[[], bytes]]], records: int) -> dict[str, int]:
-    """Read every visible part file of ``entries`` (name, how to read it): (run_id, seq) pairs,
-    files that are not one JSON array, hidden leftovers (``.``/``_`` names, never read)."""
+    """Read every visible part file of ``entries`` (path under the location, how to read it):
+    (run_id, seq) pairs, files that are not one JSON array, hidden leftovers (a ``.``/``_`` name in
+    the path, never read; those named ``.…`` counted)."""
     keys: list[tuple[str, int]] = []
     partial = files = hidden = 0
     for name, read in sorted(entries, key=lambda e: e[0]):
-        if name.startswith((".", "_")):
-            hidden += name.startswith(".")  # in-progress files are hidden until their checkpoint commits them
+        if _hidden(name):
+            hidden += name.rsplit("/", 1)[-1].startswith(".")  # in progress until their checkpoint commits them
             continue
         files += 1
         try:
@@ -97,11 +99,13 @@ def count_parts(entries: Iterable[tuple[str, Callable[[], bytes]]], records: int
             "hidden_leftovers": hidden}
 
 
+def _hidden(rel: str) -> bool:
+    return any(part.startswith((".", "_")) for part in rel.split("/"))
+
+
 def count_committed(table_dir: Path, records: int) -> dict[str, int]:
-    """:func:`count_parts` over the files of a local table directory."""
-    entries = [(p.name, p.read_bytes) for p in sorted(table_dir.iterdir()) if p.is_file()] \
-        if table_dir.is_dir() else []
-    return count_parts(entries, records)
+    """:func:`count_parts` over the files under a local table directory (its hour buckets)."""
+    return count_parts([(rel, p.read_bytes) for rel, p in files_under(table_dir).items()], records)
 
 
 def count_committed_s3(s3, location: str, records: int) -> dict[str, int]:
@@ -117,7 +121,7 @@ def count_committed_s3(s3, location: str, records: int) -> dict[str, int]:
             entries.append((key[len(prefix):], lambda key=key: s3.get_object(Bucket=bucket, Key=key)["Body"].read()))
     counts = count_parts(entries, records)
     # hidden objects of any kind: the recoverable writer's "_…_tmp_…" pieces, ".…inprogress…" names
-    counts["hidden_leftovers"] = sum(1 for name, _ in entries if name.startswith((".", "_")))
+    counts["hidden_leftovers"] = sum(1 for name, _ in entries if _hidden(name))
     uploads = s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
     counts["open_uploads"] = len(uploads)
     return counts
@@ -220,7 +224,7 @@ def _strict_account(moto) -> S3Account:
 def tm_kill_s3(workdir: Path, *, kills: int = 10, records: int = 7500, batch: int = 150, interval_ms: int = 1000,
                seed: Optional[int] = None) -> Result:
     """``tm-kill`` on S3: a Lakekeeper stand-in whose warehouse is on moto with IAM enforced, the
-    cluster set up as ``lakeflow ingest cluster-up`` sets it up (keyless ``fs.s3a.*``, the table's
+    cluster set up as ``lakeflow flink up`` sets it up (keyless ``fs.s3a.*``, the table's
     refreshing AWS profile in the daemons' environment); the objects counted from moto, and the
     multipart uploads left open."""
     from lakeflow.ingest.storage import cluster_storage
@@ -237,7 +241,7 @@ def tm_kill_s3(workdir: Path, *, kills: int = 10, records: int = 7500, batch: in
             try:
                 home = workdir / "home"
                 catalog_env = env_for(lakekeeper, LAKEFLOW_HOME=str(home))
-                storage = cluster_storage(load_settings(catalog_env), home / "aws")  # as `lakeflow ingest cluster-up`
+                storage = cluster_storage(load_settings(catalog_env), home / "aws")  # as `lakeflow flink up`
                 location = storage.handle.location
                 progress(result.name, f"table at {location}; cluster with AWS profile "
                                       f"{storage.profile.name if storage.profile else None}")
