@@ -1,6 +1,7 @@
-"""The jars S3 needs, from Maven Central, matched to the installed wheels and fetched when needed.
+"""The jars S3 and the SQL Gateway need, from Maven Central, matched to the installed wheels and
+fetched when needed.
 
-Two sets, each cached in its own folder under ``build/jars/`` (``$LAKEFLOW_JARS_DIR``):
+Three sets, each cached in its own folder under ``build/jars/`` (``$LAKEFLOW_JARS_DIR``):
 
 - **flink** — ``org.apache.flink:flink-s3-fs-hadoop`` of the apache-flink wheel's version
   (``build/jars/flink-<version>/``), installed as the plugin folder ``plugins/s3-fs-hadoop/`` of
@@ -11,6 +12,10 @@ Two sets, each cached in its own folder under ``build/jars/`` (``$LAKEFLOW_JARS_
   (s3, sts, s3-transfer-manager and their runtime dependencies) at the SDK version that Hadoop
   version declares, instead of the ~0.7 GB ``software.amazon.awssdk:bundle``
   (``build/jars/spark-hadoop-<version>/``).
+- **sql-gateway** — ``org.apache.flink:flink-sql-gateway`` of the apache-flink wheel's version
+  (``build/jars/flink-sql-gateway-<version>/``): the wheel has ``bin/sql-gateway.sh`` but not the
+  jar it looks for in ``opt/``; :meth:`lakeflow.flink_cluster.FlinkCluster.start_sql_gateway`
+  puts it on the gateway's own classpath (the wheel's folders stay as they are).
 
 Maven resolves and downloads them (``build-support/jars/*.pom.xml``, ``mvn -C``: every file is
 checked against the checksum the repository publishes beside it, and the build fails on a
@@ -19,7 +24,8 @@ mismatch or a missing checksum); it honours ``~/.m2/settings.xml`` (mirrors, pro
 ``build/jars/m2``. A folder is complete once it holds its key jar (it is filled in a temporary
 folder and renamed): pre-seeding an offline machine means copying ``build/jars/<set>/`` there.
 ``LAKEFLOW_JARS_OFFLINE=1`` never starts Maven. Command line: ``python -m lakeflow.jars [flink]
-[spark]`` (``make s3-jars``, ``make flink-plugins``, ``make s3a-jars``).
+[spark] [sql-gateway]`` (``make s3-jars``, ``make flink-plugins``, ``make s3a-jars``,
+``make sql-gateway-jar``).
 """
 
 from __future__ import annotations
@@ -35,10 +41,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Optional, Sequence
 from xml.sax.saxutils import escape
 
 log = logging.getLogger(__name__)
@@ -47,6 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 POMS = REPO / "build-support" / "jars"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 FLINK_S3_PLUGIN = "flink-s3-fs-hadoop"
+SQL_GATEWAY = "flink-sql-gateway"
 PLUGIN_FOLDER = "s3-fs-hadoop"
 SDK_MODULES = ("s3", "sts", "s3-transfer-manager")
 MAVEN_TIMEOUT_S = 1800.0
@@ -67,6 +74,7 @@ def offline() -> bool:
 
 # --- the versions, from the installed wheels -----------------------------------------------------
 
+
 def flink_version() -> str:
     """The apache-flink wheel's version (the Flink distribution inside it)."""
     try:
@@ -86,33 +94,37 @@ def pyspark_jars_dir() -> Path:
 _HADOOP_CLIENT = re.compile(r"^hadoop-client-api-(\d+\.\d+\.\d+[\w.-]*)\.jar$")
 
 
-def hadoop_version(spark_jars: Optional[Path] = None) -> str:
+def hadoop_version(spark_jars: Path | None = None) -> str:
     """The Hadoop version Spark runs: from ``hadoop-client-api-<version>.jar`` in pyspark's jars/."""
     folder = spark_jars or pyspark_jars_dir()
     found = sorted({m.group(1) for p in folder.glob("hadoop-client-api-*.jar") if (m := _HADOOP_CLIENT.match(p.name))})
     if len(found) != 1:
-        raise JarsUnavailable(f"expected one hadoop-client-api-<version>.jar in {folder}, found "
-                              f"{found or 'none'}: cannot tell which hadoop-aws matches this Spark")
+        raise JarsUnavailable(
+            f"expected one hadoop-client-api-<version>.jar in {folder}, found "
+            f"{found or 'none'}: cannot tell which hadoop-aws matches this Spark"
+        )
     return found[0]
 
 
-# --- the two sets -------------------------------------------------------------------------------
+# --- the sets -----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class JarSet:
     """One folder of jars, resolved by Maven from one POM template."""
 
-    name: str            # flink | spark
-    version: str         # the wheel's Flink version / pyspark's Hadoop version
-    key_jar: str         # the jar whose presence makes the folder complete
-    template: str        # file under build-support/jars/
-    placeholder: str     # replaced by ``version`` in the template
-    artifacts: str       # what it holds, for messages
+    name: str  # flink | spark | sql-gateway
+    version: str  # the wheel's Flink version / pyspark's Hadoop version
+    key_jar: str  # the jar whose presence makes the folder complete
+    template: str  # file under build-support/jars/
+    placeholder: str  # replaced by ``version`` in the template
+    artifacts: str  # what it holds, for messages
+    prefix: str  # the folder is ``<prefix>-<version>``
+    make_target: str = "s3-jars"  # what fetches it where Maven Central is reachable
 
     @property
     def folder(self) -> Path:
-        prefix = "flink" if self.name == "flink" else "spark-hadoop"
-        return jars_dir() / f"{prefix}-{self.version}"
+        return jars_dir() / f"{self.prefix}-{self.version}"
 
     def ready(self) -> bool:
         return (self.folder / self.key_jar).is_file()
@@ -126,26 +138,54 @@ class JarSet:
 
 def flink_set() -> JarSet:
     v = flink_version()
-    return JarSet("flink", v, f"{FLINK_S3_PLUGIN}-{v}.jar", "flink-s3-fs-hadoop.pom.xml", "@FLINK_VERSION@",
-                  f"org.apache.flink:{FLINK_S3_PLUGIN}:{v} (one shaded jar, ~32 MB)")
+    return JarSet(
+        "flink",
+        v,
+        f"{FLINK_S3_PLUGIN}-{v}.jar",
+        "flink-s3-fs-hadoop.pom.xml",
+        "@FLINK_VERSION@",
+        f"org.apache.flink:{FLINK_S3_PLUGIN}:{v} (one shaded jar, ~32 MB)",
+        "flink",
+    )
 
 
 def spark_set() -> JarSet:
     v = hadoop_version()
-    return JarSet("spark", v, f"hadoop-aws-{v}.jar", "spark-hadoop-aws.pom.xml", "@HADOOP_VERSION@",
-                  f"org.apache.hadoop:hadoop-aws:{v} with the AWS SDK v2 modules software.amazon.awssdk:"
-                  f"{{{','.join(SDK_MODULES)}}} at the version hadoop-aws {v} declares (property "
-                  f"aws-java-sdk-v2.version of org.apache.hadoop:hadoop-project:{v}) and their runtime "
-                  "dependencies except those pyspark ships (~13 MB, 37 jars for Hadoop 3.5.0)")
+    return JarSet(
+        "spark",
+        v,
+        f"hadoop-aws-{v}.jar",
+        "spark-hadoop-aws.pom.xml",
+        "@HADOOP_VERSION@",
+        f"org.apache.hadoop:hadoop-aws:{v} with the AWS SDK v2 modules software.amazon.awssdk:"
+        f"{{{','.join(SDK_MODULES)}}} at the version hadoop-aws {v} declares (property "
+        f"aws-java-sdk-v2.version of org.apache.hadoop:hadoop-project:{v}) and their runtime "
+        "dependencies except those pyspark ships (~13 MB, 37 jars for Hadoop 3.5.0)",
+        "spark-hadoop",
+    )
 
 
-def _sets(flink: bool, spark: bool) -> list[JarSet]:
-    return ([flink_set()] if flink else []) + ([spark_set()] if spark else [])
+def sql_gateway_set() -> JarSet:
+    v = flink_version()
+    return JarSet(
+        "sql-gateway",
+        v,
+        f"{SQL_GATEWAY}-{v}.jar",
+        "flink-sql-gateway.pom.xml",
+        "@FLINK_VERSION@",
+        f"org.apache.flink:{SQL_GATEWAY}:{v} (one jar, ~1 MB; the rest is in the wheel's lib/)",
+        SQL_GATEWAY,
+        "sql-gateway-jar",
+    )
+
+
+SETS = {"flink": flink_set, "spark": spark_set, "sql-gateway": sql_gateway_set}
 
 
 # --- fetching -------------------------------------------------------------------------------------
 
-def fetch(jar_set: JarSet, *, maven_repo: Optional[str] = None, timeout_s: float = MAVEN_TIMEOUT_S) -> list[Path]:
+
+def fetch(jar_set: JarSet, *, maven_repo: str | None = None, timeout_s: float = MAVEN_TIMEOUT_S) -> list[Path]:
     """The set's jars: from its folder, else resolved and downloaded by Maven into it."""
     if jar_set.ready():
         return jar_set.jars()
@@ -153,16 +193,29 @@ def fetch(jar_set: JarSet, *, maven_repo: Optional[str] = None, timeout_s: float
         raise JarsUnavailable(_missing(jar_set, "LAKEFLOW_JARS_OFFLINE is set, so Maven is not started"))
     mvn = shutil.which(os.environ.get("MVN", "mvn"))
     if mvn is None:
-        raise JarsUnavailable(_missing(jar_set, "Maven (mvn) is not installed: apt-get install maven, or "
-                                                "https://maven.apache.org/download.cgi"))
+        raise JarsUnavailable(
+            _missing(
+                jar_set, "Maven (mvn) is not installed: apt-get install maven, or https://maven.apache.org/download.cgi"
+            )
+        )
     root = jars_dir()
     work = root / "poms"
     work.mkdir(parents=True, exist_ok=True)
     pom = work / f"{jar_set.name}-{jar_set.version}.pom.xml"
     pom.write_text(jar_set.pom())
     staging = Path(tempfile.mkdtemp(prefix=f".{jar_set.folder.name}-", dir=root))
-    cmd = [mvn, "-B", "-q", "--strict-checksums", "-f", str(pom), f"-Dmaven.repo.local={root / 'm2'}",
-           f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
+    cmd = [
+        mvn,
+        "-B",
+        "-q",
+        "--strict-checksums",
+        "-f",
+        str(pom),
+        f"-Dmaven.repo.local={root / 'm2'}",
+        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        f"-DoutputDirectory={staging}",
+        "-DincludeScope=runtime",
+    ]
     repo = maven_repo or os.environ.get("MAVEN_REPO")
     if repo:
         settings = work / "mirror-settings.xml"
@@ -185,8 +238,12 @@ def fetch(jar_set: JarSet, *, maven_repo: Optional[str] = None, timeout_s: float
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     jars = jar_set.jars()
-    log.info("fetched %d jars (%.1f MB) in %.1f s", len(jars), sum(j.stat().st_size for j in jars) / 1e6,
-             time.monotonic() - started)
+    log.info(
+        "fetched %d jars (%.1f MB) in %.1f s",
+        len(jars),
+        sum(j.stat().st_size for j in jars) / 1e6,
+        time.monotonic() - started,
+    )
     return jars
 
 
@@ -204,20 +261,26 @@ def _maven_errors(output: str, limit: int = 6) -> str:
     lines = []
     for line in re.sub(r"\x1b\[[0-9;]*m", "", output).splitlines():
         text = line.removeprefix("[ERROR]").strip()
-        if line.startswith("[ERROR]") and text and not text.startswith(("->", "[Help", "Re-run", "For more",
-                                                                         "To see the full")):
+        if (
+            line.startswith("[ERROR]")
+            and text
+            and not text.startswith(("->", "[Help", "Re-run", "For more", "To see the full"))
+        ):
             lines.append(text)
     return (": " + " | ".join(lines[:limit])) if lines else ""
 
 
 def _missing(jar_set: JarSet, reason: str) -> str:
-    return (f"cannot fetch the {jar_set.name} S3 jars ({reason}). Needed: {jar_set.artifacts}. "
-            f"Fetch them where Maven Central (or $MAVEN_REPO) is reachable with `make s3-jars`, then copy "
-            f"{jar_set.folder}/ to this machine (same path, or set LAKEFLOW_JARS_DIR to its parent); "
-            f"the folder counts as complete once {jar_set.key_jar} is in it")
+    return (
+        f"cannot fetch the {jar_set.name} jars ({reason}). Needed: {jar_set.artifacts}. "
+        f"Fetch them where Maven Central (or $MAVEN_REPO) is reachable with `make {jar_set.make_target}`, then copy "
+        f"{jar_set.folder}/ to this machine (same path, or set LAKEFLOW_JARS_DIR to its parent); "
+        f"the folder counts as complete once {jar_set.key_jar} is in it"
+    )
 
 
 # --- what the jobs call ---------------------------------------------------------------------------
+
 
 def plugins_dir() -> Path:
     from lakeflow.ingest.storage import plugins_dir as flink_plugins_dir
@@ -225,19 +288,37 @@ def plugins_dir() -> Path:
     return flink_plugins_dir()
 
 
-def flink_plugin_installed(plugins: Optional[Path] = None) -> Optional[Path]:
+def flink_plugin_installed(plugins: Path | None = None) -> Path | None:
     """The installed flink-s3-fs-hadoop jar in ``plugins`` (default: Flink's plugins folder), if any."""
     found = sorted((plugins or plugins_dir()).glob(f"*/{FLINK_S3_PLUGIN}-*.jar"))
     return found[0] if found else None
 
 
-def install_flink_plugin(plugins: Optional[Path] = None, source: Optional[Path] = None) -> Path:
-    """Put ``flink-s3-fs-hadoop-<version>.jar`` into ``<plugins>/s3-fs-hadoop/`` (fetched if need be,
-    or copied from ``source``); return its path."""
+def _flink_distribution() -> Path | None:
+    """``$FLINK_HOME`` when it names a Flink distribution other than the wheel's own (PyFlink sets
+    ``FLINK_HOME`` to the wheel's, which has no ``opt/`` plugins)."""
+    home = os.environ.get("FLINK_HOME")
+    spec = importlib.util.find_spec("pyflink")
+    wheel = Path(spec.submodule_search_locations[0]).resolve() if spec and spec.submodule_search_locations else None
+    return Path(home) if home and Path(home).resolve() != wheel else None
+
+
+def install_flink_plugin(plugins: Path | None = None, source: Path | None = None) -> Path:
+    """Put ``flink-s3-fs-hadoop-<version>.jar`` into ``<plugins>/s3-fs-hadoop/``: copied from ``source``,
+    else from ``$FLINK_HOME/opt`` (a Flink distribution of the wheel's version), else fetched from
+    Maven; return its path."""
     jar_set = flink_set()
     target = (plugins or plugins_dir()) / PLUGIN_FOLDER / jar_set.key_jar
     if target.is_file():
         return target
+    if source is None and (distribution := _flink_distribution()):
+        source = distribution / "opt" / jar_set.key_jar
+        if not source.is_file():
+            raise JarsUnavailable(
+                f"{source} not found: FLINK_HOME={os.environ['FLINK_HOME']} should be a Flink "
+                f"{jar_set.version} distribution (its opt/ folder holds {source.name}); "
+                "unset FLINK_HOME to fetch the plugin from Maven Central"
+            )
     if source is None:
         source = jar_set.folder / jar_set.key_jar
         fetch(jar_set)
@@ -255,13 +336,18 @@ def spark_s3_jars() -> list[Path]:
     return fetch(spark_set())
 
 
-def ensure_s3_jars(flink: bool = False, spark: bool = False) -> dict[str, list[Path]]:
-    """Fetch (if need be) the requested sets; install the Flink plugin. Raises :class:`JarsUnavailable`."""
+def sql_gateway_jar() -> Path:
+    """``flink-sql-gateway-<version>.jar`` of the wheel's Flink version (fetched if need be)."""
+    jar_set = sql_gateway_set()
+    fetch(jar_set)
+    return jar_set.folder / jar_set.key_jar
+
+
+def ensure_jars(names: Sequence[str]) -> dict[str, list[Path]]:
+    """Fetch (if need be) the named sets; install the Flink plugin. Raises :class:`JarsUnavailable`."""
     out: dict[str, list[Path]] = {}
-    if flink:
-        out["flink"] = [install_flink_plugin()]
-    if spark:
-        out["spark"] = spark_s3_jars()
+    for name in names:
+        out[name] = [install_flink_plugin()] if name == "flink" else fetch(SETS[name]())
     return out
 
 
@@ -285,21 +371,27 @@ def with_s3a_jars(submit_args: str) -> str:
 
 # --- command line ---------------------------------------------------------------------------------
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lakeflow.jars", description=__doc__.split("\n\n")[0])
-    parser.add_argument("sets", nargs="*", choices=("flink", "spark"), metavar="SET",
-                        help="flink (the plugin, installed into Flink's plugins/) and/or spark (hadoop-aws + "
-                             "AWS SDK v2); default both")
+    parser.add_argument(
+        "sets",
+        nargs="*",
+        choices=tuple(SETS),
+        metavar="SET",
+        help="flink (the S3 plugin, installed into Flink's plugins/), spark (hadoop-aws + AWS SDK "
+        "v2), sql-gateway (Flink's SQL Gateway jar); default all three",
+    )
     parser.add_argument("--print-versions", action="store_true", help="print the versions and folders, fetch nothing")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    wanted = set(args.sets or ("flink", "spark"))
+    wanted = [name for name in SETS if name in (args.sets or SETS)]
     try:
         if args.print_versions:
-            for s in _sets("flink" in wanted, "spark" in wanted):
+            for s in (SETS[name]() for name in wanted):
                 print(f"{s.name}\t{s.version}\t{s.folder}\t{'ready' if s.ready() else 'missing'}")
             return 0
-        for name, jars in ensure_s3_jars(flink="flink" in wanted, spark="spark" in wanted).items():
+        for name, jars in ensure_jars(wanted).items():
             where = jars[0] if len(jars) == 1 else f"{len(jars)} jars in {jars[0].parent}"
             print(f"{name}: {where}")
     except JarsUnavailable as exc:

@@ -9,6 +9,7 @@ pytest_plugins = [
     "tests.fixtures_flink",
     "tests.fixtures_lakekeeper",
     "tests.fixtures_harvest",
+    "tests.fixtures_sql_gateway",
     "tests.fixtures_compaction",
     "tests.s3_expiry_proxy",
     "tests.iceberg_rest",

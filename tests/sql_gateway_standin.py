@@ -1,15 +1,21 @@
-"""A Flink SQL Gateway stand-in on a real socket, speaking the gateway's REST protocol (v1 and v2).
+"""A Flink SQL Gateway stand-in on a real socket, for what the real gateway cannot be made to do:
+slow or malformed pages, a ``nextResultUri`` leading elsewhere, replayed recordings. The real
+gateway (Flink 2.3.0's, ``tests/fixtures_sql_gateway.py``) is what ``tests/test_sql_gateway_real.py``
+tests against, and checks this stand-in's answers against.
 
-``POST /v{1,2}/sessions`` → ``{"sessionHandle"}``; ``POST …/sessions/{s}/statements`` →
-``{"operationHandle"}``; ``GET …/operations/{o}/result/{token}[?rowFormat=JSON]`` →
-``resultType`` NOT_READY (the first ``not_ready`` fetches), PAYLOAD pages of ``page_size`` rows
+Its wire format is the real one (v1–v4): ``POST /v{n}/sessions`` → ``{"sessionHandle"}``;
+``POST …/sessions/{s}/statements`` → ``{"operationHandle"}``; ``GET …/operations/{o}/result/{token}
+[?rowFormat=JSON]`` → ``{"resultType": "NOT_READY", "nextResultUri"}`` (the first ``not_ready``
+fetches), PAYLOAD pages of ``page_size`` rows (``results``: ``columns``, ``rowFormat``, ``data``)
 with ``nextResultUri`` (or ``next_result_uri`` when set: a misbehaving gateway), each after
-``page_delay_s``, then EOS; ``DELETE …/sessions/{s}``; ``GET /v1/info``. Errors are
-``{"errors": [...]}`` with the gateway's status codes (404 unknown session, 500 failed statement).
+``page_delay_s``, then EOS; ``DELETE …/sessions/{s}``; ``GET /v1/info``. A failed statement or an
+unknown session is HTTP 500 ``{"errors": ["Internal server error.", "<Exception on server side: …
+Java stack trace, innermost cause last … End of exception on server side>"]}``, from a recorded
+real answer (``tests/fixtures/harvest/gateway-error.json``, ~7.5 KB).
 
 What a statement returns comes from an executor: :class:`FlinkExecutor` runs it on a real PyFlink
-``TableEnvironment`` (the apache-flink wheel has no gateway jar, but its planner is the same), and
-:class:`RecordedExecutor` replays answers captured from that executor.
+``TableEnvironment`` (the gateway's planner), and :class:`RecordedExecutor` replays answers
+captured from that executor.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from urllib.parse import parse_qs, urlparse
 
 from tests.stub_http import QuietHandler, send_json, serve, stop, url_of
 
+ERROR_TEMPLATE = Path(__file__).parent / "fixtures" / "harvest" / "gateway-error.json"
 Columns = list[dict[str, Any]]
 Rows = list[list[Any]]
 Executor = Callable[[str], tuple[Columns, Rows]]
@@ -141,7 +148,7 @@ class SqlGatewayStandIn:
         query = parse_qs(url.query)
         length = int(h.headers.get("Content-Length") or 0)
         body = json.loads(h.rfile.read(length) or b"{}") if length else {}
-        m = re.fullmatch(r"/(v1|v2)(/.*)", url.path)
+        m = re.fullmatch(r"/(v[1-4])(/.*)", url.path)
         if not m:
             return self._send(h, 404, {"errors": ["Not found: " + url.path]})
         version, path = m.groups()
@@ -154,7 +161,8 @@ class SqlGatewayStandIn:
             return self._send(h, 200, {"sessionHandle": handle})
         s = re.fullmatch(r"/sessions/([^/]+)(/.*)?", path)
         if not s or s.group(1) not in self.sessions:
-            return self._send(h, 404, {"errors": [f"Session '{s.group(1) if s else '?'}' does not exist."]})
+            return self._send(h, 500, server_error("org.apache.flink.table.gateway.api.utils.SqlGatewayException: "
+                                                   f"Session '{s.group(1) if s else '?'}' does not exist."))
         handle, rest = s.group(1), s.group(2) or ""
         ops = self.sessions[handle]
         if method == "DELETE" and rest == "":
@@ -176,8 +184,6 @@ class SqlGatewayStandIn:
             return self._send(h, 200, {"operationHandle": op_handle})
         r = re.fullmatch(r"/operations/([^/]+)/result/(\d+)", rest)
         if method == "GET" and r and r.group(1) in ops:
-            if version == "v2" and "rowFormat" not in query:
-                return self._send(h, 400, {"errors": ["Missing required query parameter: rowFormat"]})
             return self._result(h, version, handle, r.group(1), ops[r.group(1)], int(r.group(2)), query)
         return self._send(h, 404, {"errors": [f"Not found: {method} {url.path}"]})
 
@@ -187,26 +193,28 @@ class SqlGatewayStandIn:
             op.fetches += 1
             fetch = op.fetches
         if op.error is not None:
-            return self._send(h, 500, {"errors": ["Internal server error.",
-                                                  f"org.apache.flink.table.gateway.api.utils.SqlGatewayException: "
-                                                  f"Failed to fetchResults.\nCaused by: {op.error}"]})
+            return self._send(h, 500, server_error(op.error, op_handle))
         suffix = f"?rowFormat={query['rowFormat'][0]}" if "rowFormat" in query else ""
         base = f"/{version}/sessions/{session}/operations/{op_handle}/result"
         if fetch <= self.not_ready:
-            return self._send(h, 200, {"resultType": "NOT_READY", "results": {"columns": [], "data": []},
-                                       "nextResultUri": f"{base}/{token}{suffix}"})
+            return self._send(h, 200, {"resultType": "NOT_READY", "nextResultUri": f"{base}/{token}{suffix}"})
         time.sleep(self.page_delay_s)
         page = op.rows[token * self.page_size:(token + 1) * self.page_size]
+        results: dict[str, Any] = {"columns": op.columns, "rowFormat": "JSON",
+                                   "data": [{"kind": "INSERT", "fields": row} for row in page]}
+        head = {"isQueryResult": False, "resultKind": "SUCCESS_WITH_CONTENT", "results": results}
         if token * self.page_size >= len(op.rows) and token > 0:
-            return self._send(h, 200, {"resultType": "EOS", "isQueryResult": False, "resultKind": "SUCCESS_WITH_CONTENT",
-                                       "results": {"columns": op.columns, "data": []}})
-        results: dict[str, Any] = {"columns": op.columns, "data": [{"kind": "INSERT", "fields": row} for row in page]}
-        if version == "v2":
-            results["rowFormat"] = query["rowFormat"][0]
-        return self._send(h, 200, {"resultType": "PAYLOAD", "isQueryResult": False, "jobID": None,
-                                   "resultKind": "SUCCESS_WITH_CONTENT", "results": results,
+            return self._send(h, 200, {"resultType": "EOS", **head})
+        return self._send(h, 200, {"resultType": "PAYLOAD", **head,
                                    "nextResultUri": self.next_result_uri or f"{base}/{token + 1}{suffix}"})
 
     @staticmethod
     def _send(h: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
         send_json(h, status, payload, "application/json; charset=UTF-8")
+
+
+def server_error(cause: str, operation: str = "") -> dict[str, list[str]]:
+    """The gateway's HTTP 500 answer: a recorded real one, with ``cause`` as its innermost cause."""
+    recorded = json.loads(ERROR_TEMPLATE.read_text())["errors"]
+    return {"errors": [recorded[0], recorded[1].replace("{operation}", operation or str(uuid.uuid4()))
+                       .replace("{cause}", cause)]}

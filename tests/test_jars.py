@@ -82,6 +82,19 @@ def test_the_sets_name_their_artifacts_and_folders(jars_dir: Path) -> None:
     assert "<artifactId>bundle</artifactId>" in pom and "@" not in pom  # the 0.7 GB bundle excluded
     for module in jars.SDK_MODULES:
         assert f"<artifactId>{module}</artifactId>" in pom
+    gateway = jars.sql_gateway_set()
+    assert gateway.folder == jars_dir.resolve() / f"flink-sql-gateway-{jars.flink_version()}"
+    assert gateway.key_jar == f"flink-sql-gateway-{jars.flink_version()}.jar"
+    assert f"<version>{jars.flink_version()}</version>" in gateway.pom() and "@" not in gateway.pom()
+
+
+def test_offline_the_gateway_set_names_its_make_target(jars_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKEFLOW_JARS_OFFLINE", "1")
+    with pytest.raises(jars.JarsUnavailable, match=rf"org.apache.flink:flink-sql-gateway:{jars.flink_version()}.*"
+                                                   r"make sql-gateway-jar"):
+        jars.sql_gateway_jar()
+    seed(jars.sql_gateway_set())
+    assert jars.sql_gateway_jar() == jars.sql_gateway_set().folder / jars.sql_gateway_set().key_jar
 
 
 # --- the folder, offline ------------------------------------------------------------------------

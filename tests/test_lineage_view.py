@@ -374,6 +374,15 @@ def test_lineage_view_draws_a_saved_harvest_with_the_newer_store(scenario_files,
     assert "missing.json" in capsys.readouterr().err
 
 
+def test_lineage_view_without_a_harvest_or_a_store_says_what_to_give(tmp_path, monkeypatch, capsys):
+    for name in ("LINEAGE_DIR", "LAKEFLOW_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LAKEFLOW_ENV_FILE", str(tmp_path / "none.env"))
+    monkeypatch.chdir(tmp_path)  # no ./.lakeflow/lineage here
+    assert main(["lineage", "view", "--format", "json"]) == 2
+    assert "nothing to draw: give --harvest FILE" in capsys.readouterr().err
+
+
 def test_html_without_graphviz_is_one_clear_error(recorded_jobmanager, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))  # no dot here
     assert main(["harvest", "--rest-url", recorded_jobmanager.url, "--format", "html", "--output",

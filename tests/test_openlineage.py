@@ -116,14 +116,14 @@ def _compaction(tmp_path: Path):
     from lakeflow.catalog.local import LocalCatalog
     from lakeflow.compaction.commit import iceberg_catalog, open_target
     from lakeflow.compaction.config import load_config
-    from lakeflow.compaction.report import Report
+    from lakeflow.compaction.report import CompactionReport
     from lakeflow.compaction.source import raw_table
 
     env = {"LAKEFLOW_HOME": str(tmp_path / "home"), "LAKEFLOW_ENV_FILE": str(tmp_path / "none.env")}
     config = load_config([], env)
     raw = raw_table(LocalCatalog(config.settings.home).register(("iot",), "sensor-readings"))
     target = open_target(iceberg_catalog(config.settings), ("iot",), config.target_table, raw.location)
-    return config, raw, target, Report(run_id=config.run_id, source=raw.location, target=config.target_name)
+    return config, raw, target, CompactionReport(run_id=config.run_id, source=raw.location, target=config.target_name)
 
 
 def test_compaction_events_are_openlineage_python_models_and_validate(tmp_path):

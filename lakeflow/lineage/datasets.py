@@ -9,24 +9,22 @@ sink, the compaction's run event and the harvester's resolution of a path all na
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 from urllib.parse import urlparse
 
 from lakeflow.secret import strip_credentials
+from lakeflow.uris import canonical_scheme
 
 # What lakeflow's own jobs declare (Flink global job parameters / Spark run events).
 PARAM_PREFIX = "lakeflow."
-PARAM_CATALOG = "lakeflow.catalog"            # "lakekeeper" or "local"
-PARAM_CATALOG_URI = "lakeflow.catalog.uri"    # e.g. http://localhost:8181 or file:///…/.lakeflow
-PARAM_WAREHOUSE = "lakeflow.warehouse"        # warehouse id (or "local")
+PARAM_CATALOG = "lakeflow.catalog"  # "lakekeeper" or "local"
+PARAM_CATALOG_URI = "lakeflow.catalog.uri"  # e.g. http://localhost:8181 or file:///…/.lakeflow
+PARAM_WAREHOUSE = "lakeflow.warehouse"  # warehouse id (or "local")
 PARAM_NAMESPACE = "lakeflow.table.namespace"  # dot-joined levels
 PARAM_TABLE = "lakeflow.table.name"
 PARAM_LOCATION = "lakeflow.table.location"
-PARAM_FORMAT = "lakeflow.table.format"        # "dataset"
-PARAM_RUN_ID = "lakeflow.run.id"              # the ingest job's run_id, as in every reading it writes
-SINK_NAME_PREFIX = "LakeflowSink"             # sink operator name: "LakeflowSink[<location>]"
-
-_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
+PARAM_FORMAT = "lakeflow.table.format"  # "dataset"
+PARAM_RUN_ID = "lakeflow.run.id"  # the ingest job's run_id, as in every reading it writes
+SINK_NAME_PREFIX = "LakeflowSink"  # sink operator name: "LakeflowSink[<location>]"
 
 
 @dataclass(frozen=True, order=True)
@@ -50,7 +48,7 @@ class DatasetId:
         """The DataHub platform of the dataset (``s3``, ``file``, ``kafka``, ``iceberg``, …)."""
         return self.namespace.split("://", 1)[0]
 
-    def datahub_urn(self, env: str = "PROD", platform_instance: Optional[str] = None) -> str:
+    def datahub_urn(self, env: str = "PROD", platform_instance: str | None = None) -> str:
         """``urn:li:dataset:(urn:li:dataPlatform:<platform>,<name>,<env>)``."""
         if "://" in self.namespace and self.platform in ("s3", "gs", "abfss", "hdfs"):
             name = f"{self.namespace.split('://', 1)[1]}/{self.name.lstrip('/')}"
@@ -64,7 +62,7 @@ class DatasetId:
 def from_location(location: str) -> DatasetId:
     """The canonical identity of the dataset stored at ``location`` (a URI or a local path)."""
     parsed = urlparse(location)
-    scheme = _SCHEME_ALIASES.get(parsed.scheme, parsed.scheme)
+    scheme = canonical_scheme(parsed.scheme)
     path = parsed.path.rstrip("/") or "/"
     if scheme in ("", "file"):
         return DatasetId("file", path if scheme else _abs(location))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.graph import Graph, Run
@@ -30,7 +31,7 @@ def _enc(text: str) -> str:
 
 
 class Urns:
-    def __init__(self, env: str, platform_instance: Optional[str], instances: dict[DatasetId, Optional[str]]) -> None:
+    def __init__(self, env: str, platform_instance: str | None, instances: dict[DatasetId, str | None]) -> None:
         self.env, self.instance, self.instances = env, platform_instance, instances
 
     def flow(self, orchestrator: str, flow: str) -> str:
@@ -41,8 +42,9 @@ class Urns:
         return f"urn:li:dataJob:({self.flow(orchestrator, flow)},{_enc(task)})"
 
     def run(self, r: Run) -> str:
-        key = json.dumps({"cluster": self.env, "id": r.run_id, "orchestrator": r.orchestrator},
-                         separators=(",", ":"), sort_keys=True)
+        key = json.dumps(
+            {"cluster": self.env, "id": r.run_id, "orchestrator": r.orchestrator}, separators=(",", ":"), sort_keys=True
+        )
         return f"urn:li:dataProcessInstance:{hashlib.md5(key.encode()).hexdigest()}"
 
     def dataset(self, d: DatasetId) -> str:
@@ -50,12 +52,18 @@ class Urns:
 
 
 def _mcp(entity_type: str, urn: str, aspect_name: str, aspect: dict[str, Any]) -> dict[str, Any]:
-    return {"entityType": entity_type, "entityUrn": urn, "changeType": "UPSERT", "aspectName": aspect_name,
-            "aspect": {"value": json.dumps(aspect, sort_keys=True), "contentType": "application/json"}}
+    return {
+        "entityType": entity_type,
+        "entityUrn": urn,
+        "changeType": "UPSERT",
+        "aspectName": aspect_name,
+        "aspect": {"value": json.dumps(aspect, sort_keys=True), "contentType": "application/json"},
+    }
 
 
-def proposals(graph: Graph, env: str = "PROD", platform_instance: Optional[str] = None,
-              removed: Sequence[str] = ()) -> list[dict[str, Any]]:
+def proposals(
+    graph: Graph, env: str = "PROD", platform_instance: str | None = None, removed: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """Every MCP of the graph (and a ``status removed`` for each stale URN), in a stable order."""
     u = Urns(env, platform_instance, {d.id: d.platform_instance for d in graph.datasets})
     out: list[dict[str, Any]] = []
@@ -69,19 +77,44 @@ def proposals(graph: Graph, env: str = "PROD", platform_instance: Optional[str] 
         out.append(_mcp("dataFlow", urn, "status", {"removed": False}))
     for t in graph.tasks:
         urn = u.task(t.orchestrator, t.flow, t.id)
-        out.append(_mcp("dataJob", urn, "dataJobInfo", {
-            "name": t.name, "type": {"string": t.process_type}, "customProperties": dict(t.properties),
-            "flowUrn": u.flow(t.orchestrator, t.flow)}))
-        out.append(_mcp("dataJob", urn, "dataJobInputOutput", {
-            "inputDatasets": [u.dataset(d) for d in t.inputs], "outputDatasets": [u.dataset(d) for d in t.outputs],
-            "inputDatajobs": [u.task(t.orchestrator, t.flow, x) for x in t.upstream]}))
+        out.append(
+            _mcp(
+                "dataJob",
+                urn,
+                "dataJobInfo",
+                {
+                    "name": t.name,
+                    "type": {"string": t.process_type},
+                    "customProperties": dict(t.properties),
+                    "flowUrn": u.flow(t.orchestrator, t.flow),
+                },
+            )
+        )
+        out.append(
+            _mcp(
+                "dataJob",
+                urn,
+                "dataJobInputOutput",
+                {
+                    "inputDatasets": [u.dataset(d) for d in t.inputs],
+                    "outputDatasets": [u.dataset(d) for d in t.outputs],
+                    "inputDatajobs": [u.task(t.orchestrator, t.flow, x) for x in t.upstream],
+                },
+            )
+        )
         out.extend(_platform_instance("dataJob", urn, t.orchestrator, platform_instance))
         out.append(_mcp("dataJob", urn, "status", {"removed": False}))
     for d in graph.datasets:
         urn = u.dataset(d.id)
         name = urn.split(",", 1)[1].rsplit(",", 1)[0]
-        out.append(_mcp("dataset", urn, "datasetKey", {"platform": f"urn:li:dataPlatform:{d.id.platform}",
-                                                      "name": name, "origin": env}))
+        out.append(
+            _mcp(
+                "dataset",
+                urn,
+                "datasetKey",
+                {"platform": f"urn:li:dataPlatform:{d.id.platform}", "name": name, "origin": env},
+            )
+        )
     for r in graph.runs:
         out.extend(_run(u, r))
     for urn in sorted(removed):
@@ -89,39 +122,71 @@ def proposals(graph: Graph, env: str = "PROD", platform_instance: Optional[str] 
     return out
 
 
-def _platform_instance(entity_type: str, urn: str, platform: str, instance: Optional[str]) -> list[dict[str, Any]]:
+def _platform_instance(entity_type: str, urn: str, platform: str, instance: str | None) -> list[dict[str, Any]]:
     if not instance:
         return []
     p = f"urn:li:dataPlatform:{platform}"
-    return [_mcp(entity_type, urn, "dataPlatformInstance",
-                 {"platform": p, "instance": f"urn:li:dataPlatformInstance:({p},{_enc(instance)})"})]
+    return [
+        _mcp(
+            entity_type,
+            urn,
+            "dataPlatformInstance",
+            {"platform": p, "instance": f"urn:li:dataPlatformInstance:({p},{_enc(instance)})"},
+        )
+    ]
 
 
 def _run(u: Urns, r: Run) -> list[dict[str, Any]]:
     urn = u.run(r)
     props = dict(r.properties)
-    props.update({"state": r.state, "restarts": str(r.restarts), "records_in": str(r.io.records_in),
-                  "records_out": str(r.io.records_out), "bytes_in": str(r.io.bytes_in),
-                  "bytes_out": str(r.io.bytes_out)})
+    props.update(
+        {
+            "state": r.state,
+            "restarts": str(r.restarts),
+            "records_in": str(r.io.records_in),
+            "records_out": str(r.io.records_out),
+            "bytes_in": str(r.io.bytes_in),
+            "bytes_out": str(r.io.bytes_out),
+        }
+    )
     if r.failure:
         props["failure"] = r.failure
-    info: dict[str, Any] = {"name": r.run_id, "customProperties": props,
-                            "type": "STREAMING" if r.process_type == "STREAMING" else "BATCH_SCHEDULED",
-                            "created": {"time": r.start_ms or 0, "actor": ACTOR}}
+    info: dict[str, Any] = {
+        "name": r.run_id,
+        "customProperties": props,
+        "type": "STREAMING" if r.process_type == "STREAMING" else "BATCH_SCHEDULED",
+        "created": {"time": r.start_ms or 0, "actor": ACTOR},
+    }
     if r.url:
         info["externalUrl"] = r.url
-    out = [_mcp("dataProcessInstance", urn, "dataProcessInstanceProperties", info),
-           _mcp("dataProcessInstance", urn, "dataProcessInstanceRelationships", {
-               "parentTemplate": u.task(r.orchestrator, r.flow, r.task), "upstreamInstances": []}),
-           _mcp("dataProcessInstance", urn, "dataProcessInstanceInput", {"inputs": [u.dataset(d) for d in r.inputs]}),
-           _mcp("dataProcessInstance", urn, "dataProcessInstanceOutput", {"outputs": [u.dataset(d) for d in r.outputs]})]
+    out = [
+        _mcp("dataProcessInstance", urn, "dataProcessInstanceProperties", info),
+        _mcp(
+            "dataProcessInstance",
+            urn,
+            "dataProcessInstanceRelationships",
+            {"parentTemplate": u.task(r.orchestrator, r.flow, r.task), "upstreamInstances": []},
+        ),
+        _mcp("dataProcessInstance", urn, "dataProcessInstanceInput", {"inputs": [u.dataset(d) for d in r.inputs]}),
+        _mcp("dataProcessInstance", urn, "dataProcessInstanceOutput", {"outputs": [u.dataset(d) for d in r.outputs]}),
+    ]
     partition = {"partition": "FULL_TABLE_SNAPSHOT", "type": "FULL_TABLE"}
     if r.start_ms:
-        out.append(_mcp("dataProcessInstance", urn, "dataProcessInstanceRunEvent",
-                        {"timestampMillis": r.start_ms, "partitionSpec": partition, "status": "STARTED"}))
+        out.append(
+            _mcp(
+                "dataProcessInstance",
+                urn,
+                "dataProcessInstanceRunEvent",
+                {"timestampMillis": r.start_ms, "partitionSpec": partition, "status": "STARTED"},
+            )
+        )
     if r.result and r.end_ms:
-        end: dict[str, Any] = {"timestampMillis": r.end_ms, "partitionSpec": partition, "status": "COMPLETE",
-                               "result": {"type": r.result, "nativeResultType": r.orchestrator}}
+        end: dict[str, Any] = {
+            "timestampMillis": r.end_ms,
+            "partitionSpec": partition,
+            "status": "COMPLETE",
+            "result": {"type": r.result, "nativeResultType": r.orchestrator},
+        }
         if r.start_ms:
             end["durationMillis"] = r.end_ms - r.start_ms
         out.append(_mcp("dataProcessInstance", urn, "dataProcessInstanceRunEvent", end))
@@ -133,8 +198,13 @@ def dumps(mcps: Iterable[dict[str, Any]]) -> str:
     return json.dumps(list(mcps), indent=2, sort_keys=True) + "\n"
 
 
-def send(mcps: Sequence[dict[str, Any]], gms_url: str, token: Optional[Secret] = None,
-         timeout_s: float = 30.0, max_retries: int = 3) -> int:
+def send(
+    mcps: Sequence[dict[str, Any]],
+    gms_url: str,
+    token: Secret | None = None,
+    timeout_s: float = 30.0,
+    max_retries: int = 3,
+) -> int:
     """POST the MCPs to a DataHub GMS in batches; returns how many were accepted."""
     import requests
 
@@ -149,7 +219,7 @@ def send(mcps: Sequence[dict[str, Any]], gms_url: str, token: Optional[Secret] =
     sent = 0
     try:
         for i in range(0, len(mcps), BATCH):
-            batch = list(mcps[i:i + BATCH])
+            batch = list(mcps[i : i + BATCH])
             try:
                 response = session.post(url, data=json.dumps({"proposals": batch}))
             except requests.RequestException as exc:  # after the session's retries

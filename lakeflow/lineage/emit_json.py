@@ -7,36 +7,85 @@ identical harvests give identical bytes. It holds everything the picture shows, 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, Sequence
+from typing import Any
 
 from lakeflow.lineage.graph import Graph
 
 
 def document(graph: Graph, removed: Sequence[str] = ()) -> dict[str, Any]:
     return {
-        "jobs": [{
-            "engine": j.engine, "job_id": j.job_id, "name": j.name, "state": j.state,
-            "inputs": [str(d) for d in j.inputs], "outputs": [str(d) for d in j.outputs],
-            "unresolved": list(j.unresolved), "skipped": list(j.skipped),
-            "evidence": {d: e for d, e in j.evidence},
-        } for j in graph.jobs],
-        "runs": [{
-            "engine": r.orchestrator, "run_id": r.run_id, "flow": r.flow, "state": r.state, "result": r.result,
-            "type": r.process_type, "start_ms": r.start_ms, "end_ms": r.end_ms, "restarts": r.restarts,
-            "failure": r.failure, **asdict(r.io),
-            "inputs": [str(d) for d in r.inputs], "outputs": [str(d) for d in r.outputs],
-            "task": r.task, "url": r.url, "properties": dict(r.properties),
-        } for r in graph.runs],
-        "datasets": [{"name": str(d.id), "namespace": d.id.namespace, "path": d.id.name,
-                      "aliases": [str(a) for a in d.aliases], "platform_instance": d.platform_instance}
-                     for d in graph.datasets],
+        "jobs": [
+            {
+                "engine": j.engine,
+                "job_id": j.job_id,
+                "name": j.name,
+                "state": j.state,
+                "inputs": [str(d) for d in j.inputs],
+                "outputs": [str(d) for d in j.outputs],
+                "unresolved": list(j.unresolved),
+                "skipped": list(j.skipped),
+                "evidence": {d: e for d, e in j.evidence},
+            }
+            for j in graph.jobs
+        ],
+        "runs": [
+            {
+                "engine": r.orchestrator,
+                "run_id": r.run_id,
+                "flow": r.flow,
+                "state": r.state,
+                "result": r.result,
+                "type": r.process_type,
+                "start_ms": r.start_ms,
+                "end_ms": r.end_ms,
+                "restarts": r.restarts,
+                "failure": r.failure,
+                **asdict(r.io),
+                "inputs": [str(d) for d in r.inputs],
+                "outputs": [str(d) for d in r.outputs],
+                "task": r.task,
+                "url": r.url,
+                "properties": dict(r.properties),
+            }
+            for r in graph.runs
+        ],
+        "datasets": [
+            {
+                "name": str(d.id),
+                "namespace": d.id.namespace,
+                "path": d.id.name,
+                "aliases": [str(a) for a in d.aliases],
+                "platform_instance": d.platform_instance,
+            }
+            for d in graph.datasets
+        ],
         "edges": [list(e) for e in graph.edges()],
-        "flows": [{"engine": f.orchestrator, "name": f.name, "description": f.description, "url": f.url,
-                   "properties": dict(f.properties)} for f in graph.flows],
-        "tasks": [{"engine": t.orchestrator, "flow": t.flow, "id": t.id, "name": t.name, "type": t.process_type,
-                   "inputs": [str(d) for d in t.inputs], "outputs": [str(d) for d in t.outputs],
-                   "upstream": list(t.upstream), "properties": dict(t.properties)} for t in graph.tasks],
+        "flows": [
+            {
+                "engine": f.orchestrator,
+                "name": f.name,
+                "description": f.description,
+                "url": f.url,
+                "properties": dict(f.properties),
+            }
+            for f in graph.flows
+        ],
+        "tasks": [
+            {
+                "engine": t.orchestrator,
+                "flow": t.flow,
+                "id": t.id,
+                "name": t.name,
+                "type": t.process_type,
+                "inputs": [str(d) for d in t.inputs],
+                "outputs": [str(d) for d in t.outputs],
+                "upstream": list(t.upstream),
+                "properties": dict(t.properties),
+            }
+            for t in graph.tasks
+        ],
         "failed_jobs": [{"job_id": jid, "error": err} for jid, err in graph.failed_jobs],
         "removed": sorted(removed),
     }
@@ -70,13 +119,21 @@ def with_compaction_runs(doc: dict[str, Any], store: dict[str, Any]) -> dict[str
     spark |= {f"spark:{j['name']}" for j in doc.get("jobs") or () if j["engine"] == "spark"}
     out = dict(doc)
     out["jobs"] = [j for j in doc.get("jobs") or () if j["engine"] != "spark"] + [
-        {**j, "inputs": r(j["inputs"]), "outputs": r(j["outputs"]),
-         "evidence": {rename.get(k, k): v for k, v in (j.get("evidence") or {}).items()}} for j in store.get("jobs") or ()]
+        {
+            **j,
+            "inputs": r(j["inputs"]),
+            "outputs": r(j["outputs"]),
+            "evidence": {rename.get(k, k): v for k, v in (j.get("evidence") or {}).items()},
+        }
+        for j in store.get("jobs") or ()
+    ]
     out["runs"] = [x for x in doc.get("runs") or () if x["engine"] != "spark"] + [
-        {**x, "inputs": r(x["inputs"]), "outputs": r(x["outputs"])} for x in store.get("runs") or ()]
+        {**x, "inputs": r(x["inputs"]), "outputs": r(x["outputs"])} for x in store.get("runs") or ()
+    ]
     out["flows"] = [f for f in doc.get("flows") or () if f["engine"] != "spark"] + list(store.get("flows") or ())
     out["tasks"] = [t for t in doc.get("tasks") or () if t["engine"] != "spark"] + [
-        {**t, "inputs": r(t["inputs"]), "outputs": r(t["outputs"])} for t in store.get("tasks") or ()]
+        {**t, "inputs": r(t["inputs"]), "outputs": r(t["outputs"])} for t in store.get("tasks") or ()
+    ]
     edges = {tuple(e) for e in doc.get("edges") or () if e[0] not in spark and e[1] not in spark}
     edges |= {(node(a), node(b)) for a, b in store.get("edges") or ()}
     out["edges"] = [list(e) for e in sorted(edges)]

@@ -11,20 +11,30 @@ is the run id. Datasets carry their aliases in the ``symlinks`` facet.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any, Optional, Sequence
+from functools import partial
 
 from lakeflow.lineage.emit_datahub import EmitError
 from lakeflow.lineage.graph import Graph
-from lakeflow.lineage.openlineage import (PRODUCER, LakeflowRunFacet, RunEvent, dataset, error_message, job_type,
-                                          run_event)
+from lakeflow.lineage.openlineage import (
+    PRODUCER,
+    LakeflowRunFacet,
+    RunEvent,
+    RunFacet,
+    RunState,
+    dataset,
+    error_message,
+    job_type,
+    run_event,
+)
 from lakeflow.secret import Secret, redact_url
 
 TERMINAL = {"SUCCESS": "COMPLETE", "FAILURE": "FAIL", "SKIPPED": "ABORT"}
 MARQUEZ_ENDPOINT = "api/v1/lineage"
 
 
-def events(graph: Graph, job_namespace: Optional[str] = None) -> list[RunEvent]:
+def events(graph: Graph, job_namespace: str | None = None) -> list[RunEvent]:
     aliases = {d.id: d.aliases for d in graph.datasets}
     out = []
     for r in graph.runs:
@@ -33,19 +43,35 @@ def events(graph: Graph, job_namespace: Optional[str] = None) -> list[RunEvent]:
         name = props.get("openlineage_name") or r.flow
         inputs = [dataset(d, aliases=aliases.get(d, ())) for d in r.inputs]
         outputs = [dataset(d, aliases=aliases.get(d, ())) for d in r.outputs]
-        run_facets: dict[str, Any] = {"lakeflow_run": LakeflowRunFacet(
-            state=r.state, restarts=r.restarts, records_in=r.io.records_in, records_out=r.io.records_out,
-            bytes_in=r.io.bytes_in, bytes_out=r.io.bytes_out, processingType=r.process_type, producer=PRODUCER)}
-        common = dict(run_id=_uuid(r.run_id), job_namespace=ns, job_name=name, inputs=inputs, outputs=outputs,
-                      job_facets={"jobType": job_type(r.process_type, r.orchestrator.upper())})
+        run_facets: dict[str, RunFacet] = {
+            "lakeflow_run": LakeflowRunFacet(
+                state=r.state,
+                restarts=r.restarts,
+                records_in=r.io.records_in,
+                records_out=r.io.records_out,
+                bytes_in=r.io.bytes_in,
+                bytes_out=r.io.bytes_out,
+                processingType=r.process_type,
+                producer=PRODUCER,
+            )
+        }
+        event = partial(
+            run_event,
+            run_id=_uuid(r.run_id),
+            job_namespace=ns,
+            job_name=name,
+            inputs=inputs,
+            outputs=outputs,
+            job_facets={"jobType": job_type(r.process_type, r.orchestrator.upper())},
+        )
         if r.start_ms:
-            out.append(run_event("START", event_time=_time(r.start_ms), run_facets=run_facets, **common))
+            out.append(event("START", event_time=_time(r.start_ms), run_facets=run_facets))
         if r.result and r.end_ms:
             facets = dict(run_facets)
             if r.failure:
                 facets["errorMessage"] = error_message(r.failure, "JAVA" if r.orchestrator == "flink" else "python")
-            out.append(run_event(TERMINAL[r.result], event_time=_time(r.end_ms), run_facets=facets, **common))
-    return sorted(out, key=lambda e: (e.eventTime, e.run.runId, e.eventType.value != "START"))
+            out.append(event(TERMINAL[r.result], event_time=_time(r.end_ms), run_facets=facets))
+    return sorted(out, key=lambda e: (e.eventTime, e.run.runId, e.eventType is not RunState.START))
 
 
 def _uuid(run_id: str) -> str:
@@ -59,8 +85,14 @@ def _time(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
-def send(events_: Sequence[RunEvent], url: str, endpoint: str = MARQUEZ_ENDPOINT, api_key: Optional[Secret] = None,
-         timeout_s: float = 30.0, max_retries: int = 3) -> int:
+def send(
+    events_: Sequence[RunEvent],
+    url: str,
+    endpoint: str = MARQUEZ_ENDPOINT,
+    api_key: Secret | None = None,
+    timeout_s: float = 30.0,
+    max_retries: int = 3,
+) -> int:
     """POST every event to ``url``/``endpoint`` through openlineage-python's ``HttpTransport``
     (5xx / 429 / connection errors retried with backoff, ``Retry-After`` honoured). A redirect is
     an error: the API key goes to the configured origin only. Returns how many were accepted."""
@@ -70,22 +102,41 @@ def send(events_: Sequence[RunEvent], url: str, endpoint: str = MARQUEZ_ENDPOINT
     shown = f"{redact_url(url).rstrip('/')}/{endpoint.lstrip('/')}"
     session = requests.Session()
     session.hooks["response"].append(_refuse_redirect)
-    retry = {"total": max_retries, "connect": max_retries, "read": max_retries, "status": max_retries,
-             "backoff_factor": 0.5, "status_forcelist": [429, 500, 502, 503, 504], "allowed_methods": ["POST"],
-             "respect_retry_after_header": True, "raise_on_status": False}
+    retry = {
+        "total": max_retries,
+        "connect": max_retries,
+        "read": max_retries,
+        "status": max_retries,
+        "backoff_factor": 0.5,
+        "status_forcelist": [429, 500, 502, 503, 504],
+        "allowed_methods": ["POST"],
+        "respect_retry_after_header": True,
+        "raise_on_status": False,
+    }
     auth = ApiKeyTokenProvider({"api_key": api_key.reveal()}) if api_key else TokenProvider({})
-    transport = HttpTransport(HttpConfig(url=url.rstrip("/") + "/", endpoint=endpoint.lstrip("/"), timeout=timeout_s,
-                                         auth=auth, retry=retry, session=session))
+    transport = HttpTransport(
+        HttpConfig(
+            url=url.rstrip("/") + "/",
+            endpoint=endpoint.lstrip("/"),
+            timeout=timeout_s,
+            auth=auth,
+            retry=retry,
+            session=session,
+        )
+    )
     sent = 0
     try:
         for e in events_:
             try:
                 transport.emit(e)
             except requests.HTTPError as exc:
-                r = exc.response
-                raise EmitError(f"OpenLineage POST {shown}: HTTP {r.status_code}: {r.text[:300]}") from None
+                r = exc.response  # raise_for_status attaches it
+                answer = f"HTTP {r.status_code}: {r.text[:300]}" if r is not None else "HTTP error"
+                raise EmitError(f"OpenLineage POST {shown}: {answer}") from None
             except (requests.RequestException, _Redirected) as exc:
-                raise EmitError(f"OpenLineage POST {shown}: {type(exc).__name__}: {redact_url(str(exc))[:300]}") from None
+                raise EmitError(
+                    f"OpenLineage POST {shown}: {type(exc).__name__}: {redact_url(str(exc))[:300]}"
+                ) from None
             sent += 1
     finally:
         transport.close()
@@ -99,6 +150,7 @@ class _Redirected(RuntimeError):
 def _refuse_redirect(response, *args, **kwargs):
     if response.is_redirect:
         target = redact_url(response.headers.get("Location", ""))
-        raise _Redirected(f"redirected to {target}: configure the URL it redirects to "
-                          f"(credentials go to the configured origin only)")
+        raise _Redirected(
+            f"redirected to {target}: configure the URL it redirects to (credentials go to the configured origin only)"
+        )
     return response

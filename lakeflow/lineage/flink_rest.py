@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, TypeVar
 
 import requests
 
@@ -23,8 +24,8 @@ from lakeflow.secret import Secret
 
 T = TypeVar("T")
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a JobManager answer larger than this is refused, not buffered
-LIVE_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "FAILING", "CANCELLING", "RESTARTING",
-                         "RECONCILING"})
+ERROR_BODY_BYTES = 64 * 1024  # of an error answer: Flink's carry a Java stack trace (~8 KB), cause last
+LIVE_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "FAILING", "CANCELLING", "RESTARTING", "RECONCILING"})
 # Task-level I/O counters of a vertex (aggregated over its subtasks) for live jobs.
 VERTEX_METRICS = ("numRecordsIn", "numRecordsOut", "numBytesIn", "numBytesOut")
 
@@ -33,7 +34,7 @@ class FlinkRestError(RuntimeError):
     """A JobManager (or SQL Gateway) request failed or answered something unusable; ``status`` is
     the HTTP status when there was one."""
 
-    def __init__(self, message: str, status: Optional[int] = None, detail: str = "") -> None:
+    def __init__(self, message: str, status: int | None = None, detail: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.detail = detail or message  # the server's reason alone (no URL)
@@ -43,9 +44,9 @@ class FlinkRestError(RuntimeError):
 class Auth:
     """Bearer token or HTTP basic credentials (never both); secrets stay wrapped."""
 
-    token: Optional[Secret] = None
-    username: Optional[str] = None
-    password: Optional[Secret] = None
+    token: Secret | None = None
+    username: str | None = None
+    password: Secret | None = None
 
     def __post_init__(self) -> None:
         if self.token and (self.username or self.password):
@@ -77,12 +78,22 @@ class Connection:
 def new_session(conn: Connection, retry_500: bool = True) -> requests.Session:
     """The one place a harvester HTTP session is made (lakeflow.http: retries, backoff, timeout).
     ``retry_500=False`` for the SQL Gateway, whose 500 is a failed statement's answer."""
-    from lakeflow.http import RETRY_STATUSES, HttpOptions, new_session as http_session
+    from lakeflow.http import RETRY_STATUSES, HttpOptions
+    from lakeflow.http import new_session as http_session
 
     statuses = RETRY_STATUSES if retry_500 else RETRY_STATUSES - {500}
-    session = http_session(HttpOptions(timeout=conn.timeout_s, max_retries=conn.max_retries,
-                                       backoff=conn.backoff_s, backoff_max=10.0, jitter=0.1,
-                                       retry_after_max=30, verify=conn.verify_ssl, retry_statuses=statuses))
+    session = http_session(
+        HttpOptions(
+            timeout=conn.timeout_s,
+            max_retries=conn.max_retries,
+            backoff=conn.backoff_s,
+            backoff_max=10.0,
+            jitter=0.1,
+            retry_after_max=30,
+            verify=conn.verify_ssl,
+            retry_statuses=statuses,
+        )
+    )
     conn.auth.apply(session)
     return session
 
@@ -94,7 +105,7 @@ def read_json(response: requests.Response, what: str, deadline: float) -> Any:
 
     try:
         if response.status_code >= 400:
-            detail = _error_text(read_body(response, deadline, 2000, cut=True).decode("utf-8", "replace"))
+            detail = _error_text(read_body(response, deadline, ERROR_BODY_BYTES, cut=True).decode("utf-8", "replace"))
             raise FlinkRestError(f"{what}: HTTP {response.status_code}: {detail}", response.status_code, detail)
         body = read_body(response, deadline, MAX_BODY_BYTES)
     except AnswerRefused as exc:
@@ -105,11 +116,12 @@ def read_json(response: requests.Response, what: str, deadline: float) -> Any:
         return strict_json(body)
     except ValueError as exc:
         kind = response.headers.get("Content-Type", "unknown content type")
-        raise FlinkRestError(f"{what}: answer is not JSON ({kind}, {len(body)} bytes; {exc}): "
-                             f"{body[:120].decode('utf-8', 'replace')!r}") from None
+        raise FlinkRestError(
+            f"{what}: answer is not JSON ({kind}, {len(body)} bytes; {exc}): {body[:120].decode('utf-8', 'replace')!r}"
+        ) from None
 
 
-def strict_json(text: "str | bytes") -> Any:
+def strict_json(text: str | bytes) -> Any:
     """``json.loads`` refusing what Python accepts but JSON does not: NaN, Infinity, numbers beyond
     a float (1e400); nesting too deep for the decoder is a ``ValueError`` too."""
     try:
@@ -138,7 +150,7 @@ def _error_text(body: str) -> str:
     if not isinstance(errors, list) or not errors:
         return body.strip()[:300] or "(empty body)"
     lines = [line.strip() for e in errors for line in str(e).splitlines() if line.strip()]
-    causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
+    causes = [line[len("Caused by: ") :] for line in lines if line.startswith("Caused by: ")]
     return (causes[-1] if causes else lines[0] if lines else "(no error text)")[:300]
 
 
@@ -156,7 +168,7 @@ class JobSummary:
     jid: str
     name: str
     state: str
-    job_type: Optional[str]  # STREAMING / BATCH (absent before Flink 1.20)
+    job_type: str | None  # STREAMING / BATCH (absent before Flink 1.20)
     start_time: int
     end_time: int  # -1 while live
 
@@ -168,9 +180,13 @@ class IOMetrics:
     bytes_in: int = 0
     bytes_out: int = 0
 
-    def __add__(self, other: "IOMetrics") -> "IOMetrics":
-        return IOMetrics(self.records_in + other.records_in, self.records_out + other.records_out,
-                         self.bytes_in + other.bytes_in, self.bytes_out + other.bytes_out)
+    def __add__(self, other: IOMetrics) -> IOMetrics:
+        return IOMetrics(
+            self.records_in + other.records_in,
+            self.records_out + other.records_out,
+            self.bytes_in + other.bytes_in,
+            self.bytes_out + other.bytes_out,
+        )
 
 
 @dataclass(frozen=True)
@@ -195,12 +211,12 @@ class JobDetail:
     jid: str
     name: str
     state: str
-    job_type: Optional[str]
+    job_type: str | None
     start_time: int
     end_time: int
     max_parallelism: int
     vertices: tuple[Vertex, ...]
-    plan: Optional[tuple[PlanNode, ...]]  # None when the answer carried no plan
+    plan: tuple[PlanNode, ...] | None  # None when the answer carried no plan
     timestamps: Mapping[str, int]  # when the job last entered each state (0: never)
 
     @property
@@ -211,7 +227,8 @@ class JobDetail:
     def ever_failed(self) -> bool:
         """Whether the job ever failed or restarted (else its exception history is empty)."""
         return self.state in ("FAILED", "FAILING", "RESTARTING") or any(
-            self.timestamps.get(s, 0) > 0 for s in ("FAILING", "RESTARTING", "FAILED"))
+            self.timestamps.get(s, 0) > 0 for s in ("FAILING", "RESTARTING", "FAILED")
+        )
 
 
 @dataclass(frozen=True)
@@ -225,13 +242,13 @@ class CheckpointStats:
     completed: int
     failed: int
     restored: int
-    latest_completed_ms: Optional[int]
+    latest_completed_ms: int | None
 
 
 @dataclass(frozen=True)
 class CheckpointConfig:
     mode: str
-    interval_ms: Optional[int]  # None: checkpointing disabled
+    interval_ms: int | None  # None: checkpointing disabled
     state_backend: str
     storage: str
     externalized: bool
@@ -281,18 +298,29 @@ def parse_cluster_config(d: Any) -> ClusterConfig:
 
 def parse_overview(d: Any) -> tuple[JobSummary, ...]:
     w = "GET /v1/jobs/overview"
-    return tuple(JobSummary(
-        jid=_get(j, "jid", str, w), name=_get(j, "name", str, w), state=_get(j, "state", str, w),
-        job_type=_get(j, "jobType", str, w, None), start_time=_get(j, "start-time", int, w, -1),
-        end_time=_get(j, "end-time", int, w, -1)) for j in _list(d, "jobs", w))
+    return tuple(
+        JobSummary(
+            jid=_get(j, "jid", str, w),
+            name=_get(j, "name", str, w),
+            state=_get(j, "state", str, w),
+            job_type=_get(j, "jobType", str, w, None),
+            start_time=_get(j, "start-time", int, w, -1),
+            end_time=_get(j, "end-time", int, w, -1),
+        )
+        for j in _list(d, "jobs", w)
+    )
 
 
 def parse_plan(d: Any, what: str) -> tuple[PlanNode, ...]:
-    return tuple(PlanNode(
-        id=_get(n, "id", str, what), description=_get(n, "description", str, what, ""),
-        parallelism=_get(n, "parallelism", int, what, 0),
-        inputs=tuple(_get(i, "id", str, what) for i in _list(n, "inputs", what)))
-        for n in _list(d, "nodes", what))
+    return tuple(
+        PlanNode(
+            id=_get(n, "id", str, what),
+            description=_get(n, "description", str, what, ""),
+            parallelism=_get(n, "parallelism", int, what, 0),
+            inputs=tuple(_get(i, "id", str, what) for i in _list(n, "inputs", what)),
+        )
+        for n in _list(d, "nodes", what)
+    )
 
 
 def parse_job(d: Any) -> JobDetail:
@@ -300,26 +328,42 @@ def parse_job(d: Any) -> JobDetail:
     vertices = []
     for v in _list(d, "vertices", w):
         m = _get(v, "metrics", dict, w, {})
-        vertices.append(Vertex(
-            id=_get(v, "id", str, w), name=_get(v, "name", str, w), parallelism=_get(v, "parallelism", int, w, 0),
-            status=_get(v, "status", str, w, ""),
-            io=IOMetrics(_int(m.get("read-records", 0)), _int(m.get("write-records", 0)),
-                         _int(m.get("read-bytes", 0)), _int(m.get("write-bytes", 0)))))
+        vertices.append(
+            Vertex(
+                id=_get(v, "id", str, w),
+                name=_get(v, "name", str, w),
+                parallelism=_get(v, "parallelism", int, w, 0),
+                status=_get(v, "status", str, w, ""),
+                io=IOMetrics(
+                    _int(m.get("read-records", 0)),
+                    _int(m.get("write-records", 0)),
+                    _int(m.get("read-bytes", 0)),
+                    _int(m.get("write-bytes", 0)),
+                ),
+            )
+        )
     plan = d.get("plan")
     return JobDetail(
-        jid=_get(d, "jid", str, w), name=_get(d, "name", str, w), state=_get(d, "state", str, w),
-        job_type=_get(d, "job-type", str, w, None), start_time=_get(d, "start-time", int, w, -1),
-        end_time=_get(d, "end-time", int, w, -1), max_parallelism=_get(d, "maxParallelism", int, w, -1),
-        vertices=tuple(vertices), plan=parse_plan(plan, w + " plan") if isinstance(plan, Mapping) else None,
-        timestamps={str(k): _int(v) for k, v in _get(d, "timestamps", dict, w, {}).items()})
+        jid=_get(d, "jid", str, w),
+        name=_get(d, "name", str, w),
+        state=_get(d, "state", str, w),
+        job_type=_get(d, "job-type", str, w, None),
+        start_time=_get(d, "start-time", int, w, -1),
+        end_time=_get(d, "end-time", int, w, -1),
+        max_parallelism=_get(d, "maxParallelism", int, w, -1),
+        vertices=tuple(vertices),
+        plan=parse_plan(plan, w + " plan") if isinstance(plan, Mapping) else None,
+        timestamps={str(k): _int(v) for k, v in _get(d, "timestamps", dict, w, {}).items()},
+    )
 
 
 def parse_job_config(d: Any, jid: str) -> JobConfig:
     w = f"GET /v1/jobs/{jid}/config"
     ec = _get(d, "execution-config", dict, w, {})
     user = _get(ec, "user-config", dict, w, {})
-    return JobConfig(user_config={str(k): str(v) for k, v in user.items()},
-                     restart_strategy=_get(ec, "restart-strategy", str, w, ""))
+    return JobConfig(
+        user_config={str(k): str(v) for k, v in user.items()}, restart_strategy=_get(ec, "restart-strategy", str, w, "")
+    )
 
 
 def parse_checkpoints(d: Any, jid: str) -> CheckpointStats:
@@ -327,10 +371,14 @@ def parse_checkpoints(d: Any, jid: str) -> CheckpointStats:
     counts = _get(d, "counts", dict, w, {})
     latest = _get(d, "latest", dict, w, {})
     completed = latest.get("completed") if isinstance(latest, Mapping) else None
-    return CheckpointStats(completed=_get(counts, "completed", int, w, 0), failed=_get(counts, "failed", int, w, 0),
-                           restored=_get(counts, "restored", int, w, 0),
-                           latest_completed_ms=_get(completed, "latest_ack_timestamp", int, w, None)
-                           if isinstance(completed, Mapping) else None)
+    return CheckpointStats(
+        completed=_get(counts, "completed", int, w, 0),
+        failed=_get(counts, "failed", int, w, 0),
+        restored=_get(counts, "restored", int, w, 0),
+        latest_completed_ms=_get(completed, "latest_ack_timestamp", int, w, None)
+        if isinstance(completed, Mapping)
+        else None,
+    )
 
 
 def parse_checkpoint_config(d: Any, jid: str) -> CheckpointConfig:
@@ -340,8 +388,10 @@ def parse_checkpoint_config(d: Any, jid: str) -> CheckpointConfig:
     return CheckpointConfig(
         mode=_get(d, "mode", str, w, ""),
         interval_ms=None if interval is None or interval >= 2**63 - 1 else interval,
-        state_backend=_get(d, "state_backend", str, w, ""), storage=_get(d, "checkpoint_storage", str, w, ""),
-        externalized=bool(ext.get("enabled", False)))
+        state_backend=_get(d, "state_backend", str, w, ""),
+        storage=_get(d, "checkpoint_storage", str, w, ""),
+        externalized=bool(ext.get("enabled", False)),
+    )
 
 
 def parse_exceptions(d: Any, jid: str) -> ExceptionHistory:
@@ -351,12 +401,18 @@ def parse_exceptions(d: Any, jid: str) -> ExceptionHistory:
     for e in _list(history, "entries", w):
         trace = _get(e, "stacktrace", str, w, "")
         first = trace.splitlines()[0] if trace else _get(e, "exceptionName", str, w, "")
-        causes = [line[len("Caused by: "):] for line in trace.splitlines() if line.startswith("Caused by: ")]
-        concurrent = [c.get("stacktrace", "").splitlines()[0] for c in _list(e, "concurrentExceptions", w)
-                      if isinstance(c, Mapping) and c.get("stacktrace")]
+        causes = [line[len("Caused by: ") :] for line in trace.splitlines() if line.startswith("Caused by: ")]
+        concurrent = [
+            c.get("stacktrace", "").splitlines()[0]
+            for c in _list(e, "concurrentExceptions", w)
+            if isinstance(c, Mapping) and c.get("stacktrace")
+        ]
         root = causes[-1] if causes else (concurrent[0] if concurrent else first)
-        failures.append(Failure(timestamp=_get(e, "timestamp", int, w, 0), exception=first.strip()[:500],
-                                root_cause=root.strip()[:500]))
+        failures.append(
+            Failure(
+                timestamp=_get(e, "timestamp", int, w, 0), exception=first.strip()[:500], root_cause=root.strip()[:500]
+            )
+        )
     return ExceptionHistory(failures=tuple(failures), truncated=bool(history.get("truncated", False)))
 
 
@@ -364,8 +420,12 @@ def parse_vertex_metrics(d: Any, what: str) -> IOMetrics:
     if not isinstance(d, list):
         raise FlinkRestError(f"{what}: expected a JSON list of metrics")
     values = {m.get("id"): _int(float(m.get("sum", 0))) for m in d if isinstance(m, Mapping)}
-    return IOMetrics(values.get("numRecordsIn", 0), values.get("numRecordsOut", 0),
-                     values.get("numBytesIn", 0), values.get("numBytesOut", 0))
+    return IOMetrics(
+        values.get("numRecordsIn", 0),
+        values.get("numRecordsOut", 0),
+        values.get("numBytesIn", 0),
+        values.get("numBytesOut", 0),
+    )
 
 
 # --- the client -----------------------------------------------------------------------------
@@ -374,7 +434,7 @@ def parse_vertex_metrics(d: Any, what: str) -> IOMetrics:
 class FlinkRestClient:
     """Typed reads from one JobManager; safe to share between threads (one pooled session)."""
 
-    def __init__(self, conn: Connection, session: Optional[requests.Session] = None) -> None:
+    def __init__(self, conn: Connection, session: requests.Session | None = None) -> None:
         self.conn = conn
         self.base = conn.url.rstrip("/")
         self._session = session or new_session(conn)
@@ -398,10 +458,11 @@ class FlinkRestClient:
         try:
             return parse(payload)
         except (TypeError, ValueError, AttributeError, LookupError, OverflowError, RecursionError) as exc:
-            raise FlinkRestError(f"GET {self.base}/v1{path}: unusable answer ({type(exc).__name__}: "
-                                 f"{str(exc)[:200]})") from None
+            raise FlinkRestError(
+                f"GET {self.base}/v1{path}: unusable answer ({type(exc).__name__}: {str(exc)[:200]})"
+            ) from None
 
-    def _unless_404(self, path: str, parse: Callable[[Any], T]) -> Optional[T]:
+    def _unless_404(self, path: str, parse: Callable[[Any], T]) -> T | None:
         try:
             return self._read(path, parse)
         except FlinkRestError as exc:
@@ -425,11 +486,11 @@ class FlinkRestClient:
     def job_config(self, jid: str) -> JobConfig:
         return self._read(f"/jobs/{jid}/config", lambda d: parse_job_config(d, jid))
 
-    def checkpoints(self, jid: str) -> Optional[CheckpointStats]:
+    def checkpoints(self, jid: str) -> CheckpointStats | None:
         """None when checkpointing is not enabled (Flink answers 404, e.g. for batch jobs)."""
         return self._unless_404(f"/jobs/{jid}/checkpoints", lambda d: parse_checkpoints(d, jid))
 
-    def checkpoint_config(self, jid: str) -> Optional[CheckpointConfig]:
+    def checkpoint_config(self, jid: str) -> CheckpointConfig | None:
         """None when checkpointing is not enabled."""
         return self._unless_404(f"/jobs/{jid}/checkpoints/config", lambda d: parse_checkpoint_config(d, jid))
 

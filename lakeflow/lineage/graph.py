@@ -1,7 +1,8 @@
-"""The lineage graph: flows, tasks, runs and datasets of Flink jobs and Spark compaction runs.
+"""The lineage graph: flows, tasks, runs and datasets of Flink jobs and compaction runs.
 
 * **Flow** (DataHub DataFlow) per job *name*: a Flink job keeps its identity across
-  resubmissions; a Spark job per OpenLineage (namespace, name).
+  resubmissions; a compaction job per OpenLineage (namespace, name), named by the engine that ran
+  it (arrow or spark; the ``spark`` orchestrator key stands for compaction runs of either engine).
 * **Task** (DataJob) per flow (``operator_granularity: job``) or per plan vertex (``vertex``;
   vertex ids are Flink's, stable while the topology is; vertex tasks link to their upstream
   vertices). A flow's tasks describe its newest run (a live one if there is one).
@@ -13,18 +14,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Optional
 
 from lakeflow.lineage.datasets import DatasetId
-from lakeflow.lineage.flink_rest import (CheckpointConfig, CheckpointStats, ExceptionHistory, IOMetrics,
-                                         JobConfig, JobDetail)
+from lakeflow.lineage.flink_rest import (
+    CheckpointConfig,
+    CheckpointStats,
+    ExceptionHistory,
+    IOMetrics,
+    JobConfig,
+    JobDetail,
+)
 from lakeflow.lineage.resolve import Resolution
 from lakeflow.secret import redact, strip_credentials
 
 FLINK, SPARK = "flink", "spark"
-RESULTS = {"FINISHED": "SUCCESS", "FAILED": "FAILURE", "CANCELED": "SKIPPED",
-           "COMPLETE": "SUCCESS", "FAIL": "FAILURE", "ABORT": "SKIPPED"}
+RESULTS = {
+    "FINISHED": "SUCCESS",
+    "FAILED": "FAILURE",
+    "CANCELED": "SKIPPED",
+    "COMPLETE": "SUCCESS",
+    "FAIL": "FAILURE",
+    "ABORT": "SKIPPED",
+}
 
 
 @dataclass(frozen=True)
@@ -32,12 +45,17 @@ class FlinkJob:
     """Everything read about one Flink job id, typed, plus the resolved references."""
 
     detail: JobDetail
-    config: Optional[JobConfig]
-    checkpoints: Optional[CheckpointStats]
-    checkpoint_config: Optional[CheckpointConfig]
-    exceptions: Optional[ExceptionHistory]
-    live_io: Optional[IOMetrics]
+    config: JobConfig | None
+    checkpoints: CheckpointStats | None
+    checkpoint_config: CheckpointConfig | None
+    exceptions: ExceptionHistory | None
+    live_io: IOMetrics | None
     resolutions: tuple[Resolution, ...]
+
+
+def compaction_label(engine: str | None) -> str:
+    """What a compaction job is called: by the engine that ran it (``arrow``, ``spark``) when known."""
+    return f"compaction job ({engine} engine)" if engine else "compaction job"
 
 
 @dataclass(frozen=True)
@@ -48,8 +66,8 @@ class SparkRun:
     namespace: str
     name: str
     event_type: str  # the last event's type
-    start_ms: Optional[int]
-    end_ms: Optional[int]
+    start_ms: int | None
+    end_ms: int | None
     inputs: tuple[DatasetId, ...]
     outputs: tuple[DatasetId, ...]
     aliases: Mapping[DatasetId, tuple[DatasetId, ...]]
@@ -61,7 +79,7 @@ class SparkRun:
 class Dataset:
     id: DatasetId
     aliases: tuple[DatasetId, ...] = ()
-    platform_instance: Optional[str] = None
+    platform_instance: str | None = None
 
 
 @dataclass(frozen=True, order=True)
@@ -93,12 +111,12 @@ class Run:
     run_id: str
     task: str
     state: str
-    result: Optional[str]  # SUCCESS / FAILURE / SKIPPED; None while live
+    result: str | None  # SUCCESS / FAILURE / SKIPPED; None while live
     process_type: str  # STREAMING / BATCH
-    start_ms: Optional[int]
-    end_ms: Optional[int]
+    start_ms: int | None
+    end_ms: int | None
     restarts: int
-    failure: Optional[str]
+    failure: str | None
     io: IOMetrics
     inputs: tuple[DatasetId, ...]
     outputs: tuple[DatasetId, ...]
@@ -165,9 +183,16 @@ class _Canon:
         return (d not in self.primary, not location, d)
 
 
-def build(flink_jobs: Iterable[FlinkJob], spark_runs: Iterable[SparkRun], *, vertex_granularity: bool,
-          rest_url: str, flink_version: str = "", failed_jobs: Iterable[tuple[str, str]] = (),
-          include_runs: bool = True) -> Graph:
+def build(
+    flink_jobs: Iterable[FlinkJob],
+    spark_runs: Iterable[SparkRun],
+    *,
+    vertex_granularity: bool,
+    rest_url: str,
+    flink_version: str = "",
+    failed_jobs: Iterable[tuple[str, str]] = (),
+    include_runs: bool = True,
+) -> Graph:
     """The graph of every harvested job; sorted, so equal inputs give equal graphs. Without
     ``include_runs`` there are no runs (DataProcessInstances). ``rest_url`` is published without
     credentials."""
@@ -197,35 +222,85 @@ def build(flink_jobs: Iterable[FlinkJob], spark_runs: Iterable[SparkRun], *, ver
         current = max(group, key=lambda j: (j.detail.live, j.detail.start_time, j.detail.jid))
         flows.append(_flink_flow(current, rest_url, flink_version, len(group)))
         tasks.extend(_flink_tasks(current, c, vertex_granularity))
-        task_id = name if not vertex_granularity else (current.detail.vertices[0].id if current.detail.vertices else name)
+        task_id = (
+            name if not vertex_granularity else (current.detail.vertices[0].id if current.detail.vertices else name)
+        )
         for job in group:
             inputs = c(r.dataset for r in job.resolutions if r.dataset and r.reference.role == "source")
             outputs = c(r.dataset for r in job.resolutions if r.dataset and r.reference.role == "sink")
             runs.append(_flink_run(job, task_id, inputs, outputs, rest_url))
-            jobs.append(JobLineage(
-                engine=FLINK, name=name, job_id=job.detail.jid, state=job.detail.state, inputs=inputs, outputs=outputs,
-                unresolved=tuple(sorted({r.unresolved for r in job.resolutions if r.unresolved})),
-                skipped=tuple(sorted({r.skipped for r in job.resolutions if r.skipped})),
-                evidence=tuple(sorted({(str(canon.find(r.dataset)), r.evidence)
-                                       for r in job.resolutions if r.dataset}))))
+            jobs.append(
+                JobLineage(
+                    engine=FLINK,
+                    name=name,
+                    job_id=job.detail.jid,
+                    state=job.detail.state,
+                    inputs=inputs,
+                    outputs=outputs,
+                    unresolved=tuple(sorted({r.unresolved for r in job.resolutions if r.unresolved})),
+                    skipped=tuple(sorted({r.skipped for r in job.resolutions if r.skipped})),
+                    evidence=tuple(
+                        sorted({(str(canon.find(r.dataset)), r.evidence) for r in job.resolutions if r.dataset})
+                    ),
+                )
+            )
     spark_flows: dict[tuple[str, str], SparkRun] = {}
     for run in spark_runs:
         key = (run.namespace, run.name)
-        if key not in spark_flows or (run.start_ms or 0, run.run_id) > (spark_flows[key].start_ms or 0, spark_flows[key].run_id):
+        if key not in spark_flows or (run.start_ms or 0, run.run_id) > (
+            spark_flows[key].start_ms or 0,
+            spark_flows[key].run_id,
+        ):
             spark_flows[key] = run
         inputs, outputs = c(run.inputs), c(run.outputs)
         flow = f"{run.namespace}.{run.name}"
         state = run.event_type
         props = {**run.properties, "openlineage_namespace": run.namespace, "openlineage_name": run.name}
-        runs.append(Run(SPARK, flow, run.run_id, run.name, state, RESULTS.get(state), "BATCH", run.start_ms,
-                        run.end_ms, 0, run.properties.get("error"), run.io, inputs, outputs, "",
-                        tuple(sorted(props.items()))))
-        jobs.append(JobLineage(SPARK, flow, run.run_id, state, inputs, outputs, (), (),
-                               tuple(sorted((str(d), "declared") for d in inputs + outputs))))
+        runs.append(
+            Run(
+                SPARK,
+                flow,
+                run.run_id,
+                run.name,
+                state,
+                RESULTS.get(state),
+                "BATCH",
+                run.start_ms,
+                run.end_ms,
+                0,
+                run.properties.get("error"),
+                run.io,
+                inputs,
+                outputs,
+                "",
+                tuple(sorted(props.items())),
+            )
+        )
+        jobs.append(
+            JobLineage(
+                SPARK,
+                flow,
+                run.run_id,
+                state,
+                inputs,
+                outputs,
+                (),
+                (),
+                tuple(sorted((str(d), "declared") for d in inputs + outputs)),
+            )
+        )
     for (namespace, name), run in sorted(spark_flows.items()):
         flow = f"{namespace}.{name}"
-        flows.append(Flow(SPARK, flow, "Spark compaction job (from its OpenLineage run events)", "",
-                          (("openlineage_namespace", namespace),)))
+        engine = run.properties.get("engine")  # of the newest run: arrow or spark (older events: unknown)
+        flows.append(
+            Flow(
+                SPARK,
+                flow,
+                compaction_label(engine) + " (from its OpenLineage run events)",
+                "",
+                (("openlineage_namespace", namespace), *((("engine", engine),) if engine else ())),
+            )
+        )
         tasks.append(Task(SPARK, flow, name, name, "BATCH", c(run.inputs), c(run.outputs), (), ()))
 
     datasets = []
@@ -234,9 +309,14 @@ def build(flink_jobs: Iterable[FlinkJob], spark_runs: Iterable[SparkRun], *, ver
         if root == d:
             aliases = tuple(sorted(a for a in canon.parent if a != d and canon.find(a) == d))
             datasets.append(Dataset(d, aliases, instances.get(d)))
-    return Graph(tuple(sorted(flows)), tuple(sorted(tasks)), tuple(sorted(runs)) if include_runs else (),
-                 tuple(sorted(jobs)),
-                 tuple(datasets), tuple(sorted(failed_jobs)))
+    return Graph(
+        tuple(sorted(flows)),
+        tuple(sorted(tasks)),
+        tuple(sorted(runs)) if include_runs else (),
+        tuple(sorted(jobs)),
+        tuple(datasets),
+        tuple(sorted(failed_jobs)),
+    )
 
 
 def _props(items: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
@@ -245,19 +325,29 @@ def _props(items: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
 
 def _flink_flow(job: FlinkJob, rest_url: str, flink_version: str, runs: int) -> Flow:
     d, cc = job.detail, job.checkpoint_config
-    props: dict[str, object] = {"flink_job_id": d.jid, "job_state": d.state, "job_type": d.job_type,
-                                "flink_version": flink_version, "runs_in_job_store": runs}
+    props: dict[str, object] = {
+        "flink_job_id": d.jid,
+        "job_state": d.state,
+        "job_type": d.job_type,
+        "flink_version": flink_version,
+        "runs_in_job_store": runs,
+    }
     if d.max_parallelism > 0:
         props["max_parallelism"] = d.max_parallelism
     if cc is not None:
-        props.update(checkpoint_mode=cc.mode, checkpoint_interval_ms=cc.interval_ms,
-                     state_backend=cc.state_backend, checkpoint_storage=cc.storage,
-                     externalized_checkpoints=str(cc.externalized).lower())
+        props.update(
+            checkpoint_mode=cc.mode,
+            checkpoint_interval_ms=cc.interval_ms,
+            state_backend=cc.state_backend,
+            checkpoint_storage=cc.storage,
+            externalized_checkpoints=str(cc.externalized).lower(),
+        )
     if job.config is not None:
         props.update({f"param.{k}": v for k, v in redact(job.config.user_config).items()})  # no credentials out
     kind = (d.job_type or "").title()
-    return Flow(FLINK, d.name, f"Flink {kind} job".replace("  ", " "), f"{rest_url}/#/job/{d.jid}/overview",
-                _props(props))
+    return Flow(
+        FLINK, d.name, f"Flink {kind} job".replace("  ", " "), f"{rest_url}/#/job/{d.jid}/overview", _props(props)
+    )
 
 
 def _flink_tasks(job: FlinkJob, c, vertex_granularity: bool) -> list[Task]:
@@ -266,8 +356,19 @@ def _flink_tasks(job: FlinkJob, c, vertex_granularity: bool) -> list[Task]:
     if not vertex_granularity:
         ins = c(r.dataset for r in job.resolutions if r.dataset and r.reference.role == "source")
         outs = c(r.dataset for r in job.resolutions if r.dataset and r.reference.role == "sink")
-        return [Task(FLINK, d.name, d.name, d.name, kind, ins, outs, (),
-                     _props({"flink_job_id": d.jid, "operators": len(d.plan or ())}))]
+        return [
+            Task(
+                FLINK,
+                d.name,
+                d.name,
+                d.name,
+                kind,
+                ins,
+                outs,
+                (),
+                _props({"flink_job_id": d.jid, "operators": len(d.plan or ())}),
+            )
+        ]
     upstream = {n.id: tuple(sorted(n.inputs)) for n in d.plan or ()}
     tasks = []
     for v in d.vertices:
@@ -276,8 +377,19 @@ def _flink_tasks(job: FlinkJob, c, vertex_granularity: bool) -> list[Task]:
         outs = c(r.dataset for r in mine if r.reference.role == "sink")
         if not any(v.id in ups for ups in upstream.values()):  # a terminal vertex: declared-only outputs
             outs = c(list(outs) + [r.dataset for r in job.resolutions if r.dataset and not r.reference.vertex_id])
-        tasks.append(Task(FLINK, d.name, v.id, v.name, kind, ins, outs, upstream.get(v.id, ()),
-                          _props({"flink_job_id": d.jid, "vertex_id": v.id, "parallelism": v.parallelism})))
+        tasks.append(
+            Task(
+                FLINK,
+                d.name,
+                v.id,
+                v.name,
+                kind,
+                ins,
+                outs,
+                upstream.get(v.id, ()),
+                _props({"flink_job_id": d.jid, "vertex_id": v.id, "parallelism": v.parallelism}),
+            )
+        )
     return tasks
 
 
@@ -288,12 +400,28 @@ def _flink_run(job: FlinkJob, task_id: str, inputs, outputs, rest_url: str) -> R
     io = job.live_io if job.live_io is not None else sum((v.io for v in d.vertices), IOMetrics())
     props: dict[str, object] = {"flink_job_id": d.jid, "job_state": d.state}
     if job.checkpoints is not None:
-        props.update(checkpoints_completed=job.checkpoints.completed, checkpoints_failed=job.checkpoints.failed,
-                     checkpoints_restored=job.checkpoints.restored)
+        props.update(
+            checkpoints_completed=job.checkpoints.completed,
+            checkpoints_failed=job.checkpoints.failed,
+            checkpoints_restored=job.checkpoints.restored,
+        )
     if job.exceptions is not None and job.exceptions.truncated:
         props["exception_history_truncated"] = "true"
-    return Run(FLINK, d.name, d.jid, task_id, d.state, None if d.live else RESULTS.get(d.state),
-               d.job_type or "STREAMING", d.start_time if d.start_time > 0 else None,
-               d.end_time if d.end_time > 0 and not d.live else None, restarts,
-               failures[0].root_cause if failures else None, io, inputs, outputs,
-               f"{rest_url}/#/job/{d.jid}/overview", _props(props))
+    return Run(
+        FLINK,
+        d.name,
+        d.jid,
+        task_id,
+        d.state,
+        None if d.live else RESULTS.get(d.state),
+        d.job_type or "STREAMING",
+        d.start_time if d.start_time > 0 else None,
+        d.end_time if d.end_time > 0 and not d.live else None,
+        restarts,
+        failures[0].root_cause if failures else None,
+        io,
+        inputs,
+        outputs,
+        f"{rest_url}/#/job/{d.jid}/overview",
+        _props(props),
+    )

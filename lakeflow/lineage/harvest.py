@@ -1,5 +1,8 @@
 """One harvest: read the JobManager (and the SQL Gateway, and the lineage store), build the graph.
 
+The lineage store holds the compaction's run events and the Flink runs pushed by lakeflow's
+native-lineage listener; those are merged with the jobs pulled, by job id (:mod:`native`).
+
 Job details are fetched with bounded parallelism (``max_workers``). A job that cannot be read, or
 whose answers cannot be used (a bad payload), is reported and left out; the harvest goes on. Jobs
 filtered out by name or state are still *seen*: stale-entity removal never removes a job the
@@ -11,15 +14,20 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Optional
 
 from lakeflow.lineage.config import HarvestConfig
-from lakeflow.lineage.flink_rest import (ExceptionHistory, FlinkRestClient, FlinkRestError, IOMetrics, JobDetail,
-                                         JobSummary)
+from lakeflow.lineage.flink_rest import (
+    ExceptionHistory,
+    FlinkRestClient,
+    FlinkRestError,
+    IOMetrics,
+    JobDetail,
+    JobSummary,
+)
 from lakeflow.lineage.graph import FlinkJob, Graph, build
 from lakeflow.lineage.plan import job_references
 from lakeflow.lineage.report import HarvestReport
-from lakeflow.lineage.resolve import Resolver
+from lakeflow.lineage.resolve import Resolution, Resolver
 from lakeflow.lineage.sql_gateway import SqlGatewayClient
 
 log = logging.getLogger(__name__)
@@ -32,12 +40,15 @@ class Harvest:
     report: HarvestReport
 
 
-def harvest(config: HarvestConfig, report: Optional[HarvestReport] = None) -> Harvest:
+def harvest(config: HarvestConfig, report: HarvestReport | None = None) -> Harvest:
     """Read everything the config points at and build the lineage graph."""
     report = report or HarvestReport()
     client = FlinkRestClient(config.connection)
-    gateway = (SqlGatewayClient(config.sql_gateway, config.sql_gateway_operation_timeout_s,
-                                config.sql_gateway_max_rows) if config.sql_gateway and config.include_lineage else None)
+    gateway = (
+        SqlGatewayClient(config.sql_gateway, config.sql_gateway_operation_timeout_s, config.sql_gateway_max_rows)
+        if config.sql_gateway and config.include_lineage
+        else None
+    )
     try:
         with report.timed("cluster"):
             cluster = client.cluster_config()
@@ -45,27 +56,46 @@ def harvest(config: HarvestConfig, report: Optional[HarvestReport] = None) -> Ha
         report.jobs_seen = len(summaries)
         selected = _select(config, summaries, report)
         resolver = Resolver(config, gateway)
-        log.info("harvesting %d of %d jobs from %s (%d workers)", len(selected), len(summaries),
-                 config.connection.url, config.max_workers)
-        with report.timed("jobs"):
-            with ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="harvest") as pool:
-                outcomes = list(pool.map(lambda s: _job(client, resolver, config, s), selected))
+        log.info(
+            "harvesting %d of %d jobs from %s (%d workers)",
+            len(selected),
+            len(summaries),
+            config.connection.url,
+            config.max_workers,
+        )
+        with (
+            report.timed("jobs"),
+            ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="harvest") as pool,
+        ):
+            outcomes = list(pool.map(lambda s: _job(client, resolver, config, s), selected))
         jobs = [o for o in outcomes if isinstance(o, FlinkJob)]
-        failed = [(s.jid, o) for s, o in zip(selected, outcomes) if isinstance(o, str)]
+        failed = [(s.jid, o) for s, o in zip(selected, outcomes, strict=True) if isinstance(o, str)]
         for jid, error in failed:
             report.jobs_failed[jid] = error
             log.warning("job %s: %s", jid, error)
         report.jobs_processed = len(jobs)
         spark_runs = []
         if config.lineage_dir is not None:
-            from lakeflow.lineage.spark import read_runs
+            from lakeflow.lineage import native
+            from lakeflow.lineage.spark import merge
+            from lakeflow.lineage.store import read_events
 
             with report.timed("lineage store"):
-                spark_runs = read_runs(config.lineage_dir)
+                events = list(read_events(config.lineage_dir))
+                spark_runs = merge(e for e in events if not native.is_flink(e))
+                jobs, report.native_runs = native.merge(
+                    jobs, native.runs(events), config, listed={s.jid for s in summaries}
+                )
             report.spark_runs = len(spark_runs)
-        graph = build(jobs, spark_runs, vertex_granularity=config.operator_granularity == "vertex",
-                      rest_url=config.connection.url.rstrip("/"), flink_version=cluster.flink_version,
-                      failed_jobs=failed, include_runs=config.include_run_history)
+        graph = build(
+            jobs,
+            spark_runs,
+            vertex_granularity=config.operator_granularity == "vertex",
+            rest_url=config.connection.url.rstrip("/"),
+            flink_version=cluster.flink_version,
+            failed_jobs=failed,
+            include_runs=config.include_run_history,
+        )
     finally:
         client.close()
         if gateway is not None:
@@ -75,8 +105,12 @@ def harvest(config: HarvestConfig, report: Optional[HarvestReport] = None) -> Ha
         if j.unresolved:
             report.unresolved[f"{j.name} ({j.job_id})"] = list(j.unresolved)
     failed_ids = {jid for jid, _ in failed}
-    protected = {s.name for s in summaries if config.job_name_pattern.allowed(s.name)
-                 and (s.state.upper() not in config.include_job_states or s.jid in failed_ids)}
+    protected = {
+        s.name
+        for s in summaries
+        if config.job_name_pattern.allowed(s.name)
+        and (s.state.upper() not in config.include_job_states or s.jid in failed_ids)
+    }
     return Harvest(graph, frozenset(protected), report)
 
 
@@ -92,7 +126,7 @@ def _select(config: HarvestConfig, summaries: tuple[JobSummary, ...], report: Ha
     return selected
 
 
-def _job(client: FlinkRestClient, resolver: Resolver, config: HarvestConfig, s: JobSummary) -> "FlinkJob | str":
+def _job(client: FlinkRestClient, resolver: Resolver, config: HarvestConfig, s: JobSummary) -> FlinkJob | str:
     """One job, fully read and resolved; or the error text when it cannot be read or used."""
     try:
         detail = client.job(s.jid)
@@ -106,7 +140,7 @@ def _job(client: FlinkRestClient, resolver: Resolver, config: HarvestConfig, s: 
             if streaming and (detail.live or detail.ever_failed):  # progress and restores matter here
                 checkpoints = client.checkpoints(s.jid)
         live_io = _live_io(client, detail) if run_history and detail.live else None
-        resolutions = ()
+        resolutions: tuple[Resolution, ...] = ()
         if config.include_lineage:
             resolutions = tuple(resolver.resolve(job_references(detail.plan or ()), job_config.user_config))
         return FlinkJob(detail, job_config, checkpoints, checkpoint_config, exceptions, live_io, resolutions)
@@ -116,11 +150,10 @@ def _job(client: FlinkRestClient, resolver: Resolver, config: HarvestConfig, s: 
         return f"unusable answer ({type(exc).__name__}: {str(exc)[:200]})"  # e.g. a location in its plan
 
 
-def _live_io(client: FlinkRestClient, detail: JobDetail) -> Optional[IOMetrics]:
+def _live_io(client: FlinkRestClient, detail: JobDetail) -> IOMetrics | None:
     """A live job's task I/O counters; None when the metrics are not (yet) available."""
     try:
         return sum((client.vertex_io(detail.jid, v.id) for v in detail.vertices), IOMetrics())
     except FlinkRestError as exc:
         log.info("job %s: vertex metrics unavailable (%s)", detail.jid, exc)
         return None
-

@@ -20,14 +20,23 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, cast
 
 import attr
 from openlineage.client.event_v2 import Dataset, InputDataset, Job, OutputDataset, Run, RunEvent, RunState
-from openlineage.client.facet_v2 import (RunFacet, error_message_run, input_statistics_input_dataset,
-                                         job_type_job, output_statistics_output_dataset, symlinks_dataset)
+from openlineage.client.facet_v2 import (
+    InputDatasetFacet,
+    OutputDatasetFacet,
+    RunFacet,
+    error_message_run,
+    input_statistics_input_dataset,
+    job_type_job,
+    output_statistics_output_dataset,
+    symlinks_dataset,
+)
 from openlineage.client.serde import Serde
 from openlineage.client.transport.file import FileConfig, FileTransport
 from openlineage.client.transport.transport import Transport
@@ -41,7 +50,7 @@ PRODUCER = f"https://github.com/lakeflow/lakeflow/tree/v{__version__}"
 FACETS_URL = f"{PRODUCER}/docs/openlineage"  # where lakeflow's custom facet schemas live
 EVENT_TYPES = tuple(s.value for s in RunState)
 
-DatasetLike = Union[Dataset, InputDataset, OutputDataset]
+DatasetLike = Dataset | InputDataset | OutputDataset
 
 
 @attr.define
@@ -75,10 +84,11 @@ def symlinks(aliases: Sequence[DatasetId]) -> symlinks_dataset.SymlinksDatasetFa
     """Other names of a dataset (e.g. its Lakekeeper identity) as OpenLineage's symlinks facet."""
     return symlinks_dataset.SymlinksDatasetFacet(
         identifiers=[symlinks_dataset.Identifier(namespace=a.namespace, name=a.name, type="TABLE") for a in aliases],
-        producer=PRODUCER)
+        producer=PRODUCER,
+    )
 
 
-def dataset(ds: DatasetId, facets: Optional[Mapping[str, Any]] = None, aliases: Sequence[DatasetId] = ()) -> Dataset:
+def dataset(ds: DatasetId, facets: Mapping[str, Any] | None = None, aliases: Sequence[DatasetId] = ()) -> Dataset:
     """A dataset; ``aliases`` (e.g. the Lakekeeper identity) go into the symlinks facet."""
     all_facets = dict(facets or {})
     if aliases:
@@ -86,25 +96,37 @@ def dataset(ds: DatasetId, facets: Optional[Mapping[str, Any]] = None, aliases: 
     return Dataset(namespace=ds.namespace, name=ds.name, facets=all_facets)
 
 
-def input_dataset(ds: DatasetId, aliases: Sequence[DatasetId] = (), rows: Optional[int] = None,
-                  size: Optional[int] = None, files: Optional[int] = None) -> InputDataset:
+def input_dataset(
+    ds: DatasetId,
+    aliases: Sequence[DatasetId] = (),
+    rows: int | None = None,
+    size: int | None = None,
+    files: int | None = None,
+) -> InputDataset:
     """An input dataset, with the input statistics facet when figures are given."""
     base = dataset(ds, aliases=aliases)
-    facets = {}
+    facets: dict[str, InputDatasetFacet] = {}
     if (rows, size, files) != (None, None, None):
         facets["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
-            rowCount=rows, size=size, fileCount=files, producer=PRODUCER)
+            rowCount=rows, size=size, fileCount=files, producer=PRODUCER
+        )
     return InputDataset(namespace=base.namespace, name=base.name, facets=base.facets, inputFacets=facets)
 
 
-def output_dataset(ds: DatasetId, aliases: Sequence[DatasetId] = (), rows: Optional[int] = None,
-                   size: Optional[int] = None, files: Optional[int] = None) -> OutputDataset:
+def output_dataset(
+    ds: DatasetId,
+    aliases: Sequence[DatasetId] = (),
+    rows: int | None = None,
+    size: int | None = None,
+    files: int | None = None,
+) -> OutputDataset:
     """An output dataset, with the output statistics facet when figures are given."""
     base = dataset(ds, aliases=aliases)
-    facets = {}
+    facets: dict[str, OutputDatasetFacet] = {}
     if (rows, size, files) != (None, None, None):
         facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-            rowCount=rows, size=size, fileCount=files, producer=PRODUCER)
+            rowCount=rows, size=size, fileCount=files, producer=PRODUCER
+        )
     return OutputDataset(namespace=base.namespace, name=base.name, facets=base.facets, outputFacets=facets)
 
 
@@ -113,18 +135,29 @@ def error_message(message: str, language: str) -> error_message_run.ErrorMessage
 
 
 def job_type(processing_type: str, integration: str) -> job_type_job.JobTypeJobFacet:
-    return job_type_job.JobTypeJobFacet(processingType=processing_type, integration=integration, jobType="JOB",
-                                        producer=PRODUCER)
+    return job_type_job.JobTypeJobFacet(
+        processingType=processing_type, integration=integration, jobType="JOB", producer=PRODUCER
+    )
 
 
 def compaction_facet(figures: Mapping[str, Any]) -> RunFacet:
-    return LakeflowCompactionRunFacet(producer=PRODUCER).with_additional_properties(**figures)
+    # with_additional_properties returns an instance of a subclass of the facet's class, though
+    # openlineage-python annotates it as BaseFacet
+    return cast(RunFacet, LakeflowCompactionRunFacet(producer=PRODUCER).with_additional_properties(**figures))
 
 
-def run_event(event_type: str, *, run_id: str, job_namespace: str, job_name: str,
-              event_time: Optional[datetime] = None, inputs: Sequence[DatasetLike] = (),
-              outputs: Sequence[DatasetLike] = (), run_facets: Optional[Mapping[str, RunFacet]] = None,
-              job_facets: Optional[Mapping[str, Any]] = None) -> RunEvent:
+def run_event(
+    event_type: str,
+    *,
+    run_id: str,
+    job_namespace: str,
+    job_name: str,
+    event_time: datetime | None = None,
+    inputs: Sequence[DatasetLike] = (),
+    outputs: Sequence[DatasetLike] = (),
+    run_facets: Mapping[str, RunFacet] | None = None,
+    job_facets: Mapping[str, Any] | None = None,
+) -> RunEvent:
     """A RunEvent; plain datasets given as inputs/outputs become Input/OutputDatasets."""
     if event_type not in EVENT_TYPES:
         raise ValueError(f"event type {event_type!r}: expected one of {', '.join(EVENT_TYPES)}")
@@ -134,10 +167,14 @@ def run_event(event_type: str, *, run_id: str, job_namespace: str, job_name: str
         eventTime=when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         run=Run(runId=run_id, facets=dict(run_facets or {})),
         job=Job(namespace=job_namespace, name=job_name, facets=dict(job_facets or {})),
-        inputs=[d if isinstance(d, InputDataset) else InputDataset(namespace=d.namespace, name=d.name,
-                                                                   facets=d.facets) for d in inputs],
-        outputs=[d if isinstance(d, OutputDataset) else OutputDataset(namespace=d.namespace, name=d.name,
-                                                                      facets=d.facets) for d in outputs],
+        inputs=[
+            d if isinstance(d, InputDataset) else InputDataset(namespace=d.namespace, name=d.name, facets=d.facets)
+            for d in inputs
+        ],
+        outputs=[
+            d if isinstance(d, OutputDataset) else OutputDataset(namespace=d.namespace, name=d.name, facets=d.facets)
+            for d in outputs
+        ],
         producer=PRODUCER,
     )
 

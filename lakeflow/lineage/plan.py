@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
 
 from lakeflow.lineage.datasets import SINK_NAME_PREFIX
 from lakeflow.lineage.flink_rest import PlanNode
@@ -46,8 +46,8 @@ _SINK = re.compile(r"^Sink:\s*(?P<name>.+)$")
 class TableRef:
     """A table as a SQL plan names it; catalog and database are None for a bare Sink V2 name."""
 
-    catalog: Optional[str]
-    database: Optional[str]
+    catalog: str | None
+    database: str | None
     table: str
 
     def __str__(self) -> str:
@@ -68,8 +68,8 @@ class Reference:
     kind: str
     vertex_id: str
     operator: str
-    table: Optional[TableRef] = None
-    value: Optional[str] = None
+    table: TableRef | None = None
+    value: str | None = None
     name_only: bool = False
 
 
@@ -95,7 +95,7 @@ def identifiers(text: str) -> list[str]:
     while i < len(text):
         ch = text[i]
         if ch == "`":
-            if quoted and text[i + 1:i + 2] == "`":  # `` inside a quoted name
+            if quoted and text[i + 1 : i + 2] == "`":  # `` inside a quoted name
                 current.append("`")
                 i += 1
             else:
@@ -110,7 +110,7 @@ def identifiers(text: str) -> list[str]:
     return [p for p in parts if p]
 
 
-def _table(ids: str) -> Optional[TableRef]:
+def _table(ids: str) -> TableRef | None:
     names = identifiers(ids)
     if len(names) >= 3 and "=" not in names[2]:
         return TableRef(names[0], names[1], names[2])
@@ -127,23 +127,29 @@ def references(node: PlanNode) -> list[Reference]:
 
 def _references(vid: str, op: str) -> Iterable[Reference]:
     tables = False
-    for pattern, role in ((_SCAN, SOURCE), (_LOOKUP, SOURCE), (_SINK_NESTED, SINK), (_SINK_DOTTED, SINK),
-                          (_ICEBERG, SINK)):
-        for m in pattern.finditer(op):
-            ref = _table(m.group("ids"))
+    for pattern, role in (
+        (_SCAN, SOURCE),
+        (_LOOKUP, SOURCE),
+        (_SINK_NESTED, SINK),
+        (_SINK_DOTTED, SINK),
+        (_ICEBERG, SINK),
+    ):
+        for hit in pattern.finditer(op):
+            ref = _table(hit.group("ids"))
             if ref is not None:
                 tables = True
                 yield Reference(role, "table", vid, op, table=ref)
     if tables:
         return
-    m = _DECLARED.search(op)
-    if m:
-        yield Reference(SINK, "declared", vid, op, value=m.group("loc"))
+    declared = _DECLARED.search(op)
+    if declared:
+        yield Reference(SINK, "declared", vid, op, value=declared.group("loc"))
         return
     kafka = list(_KAFKA.finditer(op))
     for k in kafka:
-        yield Reference(SOURCE if k.group("kind") == "Source" else SINK, "kafka", vid, op,
-                        value=k.group("topic"), name_only=True)
+        yield Reference(
+            SOURCE if k.group("kind") == "Source" else SINK, "kafka", vid, op, value=k.group("topic"), name_only=True
+        )
     if kafka:
         return
     if _FS_SINK.match(op):

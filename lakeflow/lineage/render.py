@@ -4,7 +4,7 @@ Everything renders from the neutral JSON document (:func:`lakeflow.lineage.emit_
 so ``lakeflow harvest --format html`` and ``lakeflow lineage view`` (a saved harvest, the lineage
 store) draw the same thing:
 
-* nodes: datasets (cylinders), Flink jobs and Spark compaction jobs (boxes coloured by their
+* nodes: datasets (cylinders), Flink jobs and compaction jobs (named by the engine that ran them; boxes coloured by their
   newest run: green finished, red failed, blue live, grey cancelled), Flink operators when the
   harvest had ``--operator-granularity vertex`` (boxes inside the job's cluster), and each
   unresolved reference of a job (a dashed note with its reason);
@@ -25,19 +25,36 @@ import json
 import shutil
 import subprocess
 import textwrap
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
+
+from lakeflow.lineage.graph import compaction_label
 
 FORMATS = ("html", "dot", "mermaid")
-LIVE_STATES = {"RUNNING", "RESTARTING", "CREATED", "INITIALIZING", "FAILING", "CANCELLING", "RECONCILING",
-               "SUSPENDED", "START"}  # Flink's live job states; a compaction with a START event only
+LIVE_STATES = {
+    "RUNNING",
+    "RESTARTING",
+    "CREATED",
+    "INITIALIZING",
+    "FAILING",
+    "CANCELLING",
+    "RECONCILING",
+    "SUSPENDED",
+    "START",
+}  # Flink's live job states; a compaction with a START event only
 ENGINES = {"flink": "Flink", "spark": "Spark"}
 # status → (fill, stroke)
 COLOURS = {
-    "success": ("#e6f4ea", "#1e8e3e"), "failure": ("#fce8e6", "#d93025"), "live": ("#e8f0fe", "#1a73e8"),
-    "skipped": ("#f1f3f4", "#80868b"), "unknown": ("#ffffff", "#5f6368"), "dataset": ("#fef7e0", "#b06000"),
-    "operator": ("#ffffff", "#1a73e8"), "unresolved": ("#fff8e1", "#e37400"),
+    "success": ("#e6f4ea", "#1e8e3e"),
+    "failure": ("#fce8e6", "#d93025"),
+    "live": ("#e8f0fe", "#1a73e8"),
+    "skipped": ("#f1f3f4", "#80868b"),
+    "unknown": ("#ffffff", "#5f6368"),
+    "dataset": ("#fef7e0", "#b06000"),
+    "operator": ("#ffffff", "#1a73e8"),
+    "unresolved": ("#fff8e1", "#e37400"),
 }
 DOT_TIMEOUT_S = 120
 
@@ -77,6 +94,7 @@ class View:
 
 # --- the view model -----------------------------------------------------------------------------
 
+
 def view(doc: Mapping[str, Any]) -> View:
     """What to draw, from a harvest's JSON document."""
     jobs, runs = list(doc.get("jobs") or ()), list(doc.get("runs") or ())
@@ -111,26 +129,50 @@ def view(doc: Mapping[str, Any]) -> View:
         skipped = sorted({s for j in mine for s in j.get("skipped") or ()})
         evidence = sorted({(d, e) for j in mine for d, e in (j.get("evidence") or {}).items()})
         meta = flows_meta.get((engine, name), {})
-        kind = "Spark compaction job" if engine == "spark" else f"{ENGINES.get(engine, engine.title())} job"
+        ran = (meta.get("properties") or {}).get("engine") or ((newest or {}).get("properties") or {}).get("engine")
+        kind = compaction_label(ran) if engine == "spark" else f"{ENGINES.get(engine, engine.title())} job"
         ptype = (newest or {}).get("type") or ""
         failed = sum(1 for r in flow_runs if r.get("result") == "FAILURE")
-        summary_line = " · ".join(x for x in (state, f"{len(flow_runs)} run{'s' if len(flow_runs) != 1 else ''}",
-                                              f"{failed} failed" if failed else "") if x)
-        lines = [f"{ENGINES.get(engine, engine)} {ptype.lower()} job".replace("  ", " ")
-                 if engine != "spark" else "Spark compaction", summary_line]
+        summary_line = " · ".join(
+            x
+            for x in (
+                state,
+                f"{len(flow_runs)} run{'s' if len(flow_runs) != 1 else ''}",
+                f"{failed} failed" if failed else "",
+            )
+            if x
+        )
+        lines = [
+            f"{ENGINES.get(engine, engine)} {ptype.lower()} job".replace("  ", " ") if engine != "spark" else kind,
+            summary_line,
+        ]
         io = _io_line(newest)
         if io:
             lines.append(io)
         d = {
-            "kind": kind, "name": name,
-            "fields": _fields([("engine", ENGINES.get(engine, engine)), ("type", ptype), ("state (newest run)", state),
-                               ("runs", str(len(flow_runs))), ("description", meta.get("description")),
-                               ("url", meta.get("url"))]),
-            "sections": _sections([
-                ("Inputs", inputs), ("Outputs", outputs),
-                ("Unresolved lineage", unresolved), ("Skipped (not datasets)", skipped),
-                ("Evidence", [f"{d_}: {e}" for d_, e in evidence]),
-            ]) + _runs_section(flow_runs) + _props_section("Properties", meta.get("properties") or {}),
+            "kind": kind,
+            "name": name,
+            "fields": _fields(
+                [
+                    ("engine", (ran or "compaction") if engine == "spark" else ENGINES.get(engine, engine)),
+                    ("type", ptype),
+                    ("state (newest run)", state),
+                    ("runs", str(len(flow_runs))),
+                    ("description", meta.get("description")),
+                    ("url", meta.get("url")),
+                ]
+            ),
+            "sections": _sections(
+                [
+                    ("Inputs", inputs),
+                    ("Outputs", outputs),
+                    ("Unresolved lineage", unresolved),
+                    ("Skipped (not datasets)", skipped),
+                    ("Evidence", [f"{d_}: {e}" for d_, e in evidence]),
+                ]
+            )
+            + _runs_section(flow_runs)
+            + _props_section("Properties", meta.get("properties") or {}),
         }
         tasks = tasks_by_flow.get((engine, name), [])
         vertex = engine == "flink" and bool(tasks) and (len(tasks) > 1 or tasks[0]["id"] != name)
@@ -142,14 +184,28 @@ def view(doc: Mapping[str, Any]) -> View:
             for t in sorted(tasks, key=lambda t: t["id"]):
                 okey = f"operator:{engine}:{name}/{t['id']}"
                 props = t.get("properties") or {}
-                nodes[okey] = Node(okey, "operator", "operator", _short(t["name"], 48), (
-                    f"parallelism {props['parallelism']}" if props.get("parallelism") else "operator",),
-                    t["name"], {
-                        "kind": "Flink operator (job vertex)", "name": t["name"],
-                        "fields": _fields([("job", name), ("vertex id", t["id"]), ("parallelism", props.get("parallelism"))]),
-                        "sections": _sections([("Inputs", t["inputs"]), ("Outputs", t["outputs"]),
-                                               ("Upstream operators", [_task_name(tasks, u) for u in t["upstream"]])]),
-                    })
+                nodes[okey] = Node(
+                    okey,
+                    "operator",
+                    "operator",
+                    _short(t["name"], 48),
+                    (f"parallelism {props['parallelism']}" if props.get("parallelism") else "operator",),
+                    t["name"],
+                    {
+                        "kind": "Flink operator (job vertex)",
+                        "name": t["name"],
+                        "fields": _fields(
+                            [("job", name), ("vertex id", t["id"]), ("parallelism", props.get("parallelism"))]
+                        ),
+                        "sections": _sections(
+                            [
+                                ("Inputs", t["inputs"]),
+                                ("Outputs", t["outputs"]),
+                                ("Upstream operators", [_task_name(tasks, u) for u in t["upstream"]]),
+                            ]
+                        ),
+                    },
+                )
                 cluster.nodes.append(okey)
                 for ds in t["inputs"]:
                     edges.add((f"dataset:{ds}", okey, "flow"))
@@ -164,13 +220,28 @@ def view(doc: Mapping[str, Any]) -> View:
             nodes[key] = Node(key, "job", status, name, tuple(lines), f"{kind}: {name}", d)
         for i, reason in enumerate(unresolved):
             ukey = f"unresolved:{engine}:{name}#{i + 1}"
-            nodes[ukey] = Node(ukey, "unresolved", "unresolved", "unresolved", tuple(_wrap(reason, 42, 4)), reason, {
-                "kind": "Unresolved lineage", "name": reason,
-                "fields": _fields([("job", name), ("engine", ENGINES.get(engine, engine)), ("reason", reason)]),
-                "sections": [{"title": "What this means", "items": [
-                    "The job reads or writes something the harvest could not name as a dataset; "
-                    "no edge is drawn for it."]}],
-            })
+            nodes[ukey] = Node(
+                ukey,
+                "unresolved",
+                "unresolved",
+                "unresolved",
+                tuple(_wrap(reason, 42, 4)),
+                reason,
+                {
+                    "kind": "Unresolved lineage",
+                    "name": reason,
+                    "fields": _fields([("job", name), ("engine", ENGINES.get(engine, engine)), ("reason", reason)]),
+                    "sections": [
+                        {
+                            "title": "What this means",
+                            "items": [
+                                "The job reads or writes something the harvest could not name as a dataset; "
+                                "no edge is drawn for it."
+                            ],
+                        }
+                    ],
+                },
+            )
             if vertex:
                 clusters[-1].nodes.append(ukey)
             else:
@@ -185,29 +256,44 @@ def view(doc: Mapping[str, Any]) -> View:
             edges.add((a, b, "flow"))
     for a, b, _ in edges:  # a dataset only an edge names still gets its node
         for end in (a, b):
-            if end.startswith("dataset:") and end[len("dataset:"):] not in datasets:
-                datasets[end[len("dataset:"):]] = {"name": end[len("dataset:"):]}
+            if end.startswith("dataset:") and end[len("dataset:") :] not in datasets:
+                datasets[end[len("dataset:") :]] = {"name": end[len("dataset:") :]}
 
     for name, ds in sorted(datasets.items()):
         key = f"dataset:{name}"
         ns = ds.get("namespace") or ""
         platform = ns.split("://", 1)[0] if ns else ""
         title, where = _dataset_label(name, ns, ds.get("path") or "")
-        nodes[key] = Node(key, "dataset", "dataset", title, tuple(x for x in (where,) if x), name, {
-            "kind": f"Dataset ({platform})" if platform else "Dataset", "name": name,
-            "fields": _fields([("namespace", ns), ("name", ds.get("path")), ("platform instance",
-                                                                              ds.get("platform_instance"))]),
-            "sections": _sections([("Aliases", ds.get("aliases") or []),
-                                   ("Written by", sorted(writers.get(name, ()))),
-                                   ("Read by", sorted(readers.get(name, ())))]),
-        })
+        nodes[key] = Node(
+            key,
+            "dataset",
+            "dataset",
+            title,
+            tuple(x for x in (where,) if x),
+            name,
+            {
+                "kind": f"Dataset ({platform})" if platform else "Dataset",
+                "name": name,
+                "fields": _fields(
+                    [("namespace", ns), ("name", ds.get("path")), ("platform instance", ds.get("platform_instance"))]
+                ),
+                "sections": _sections(
+                    [
+                        ("Aliases", ds.get("aliases") or []),
+                        ("Written by", sorted(writers.get(name, ()))),
+                        ("Read by", sorted(readers.get(name, ()))),
+                    ]
+                ),
+            },
+        )
 
     for n in nodes.values():
         details[n.key] = n.details
     summary = {
         "flink_jobs": sum(1 for e, _ in flows if e == "flink"),
         "spark_jobs": sum(1 for e, _ in flows if e == "spark"),
-        "runs": len(runs), "datasets": len(datasets),
+        "runs": len(runs),
+        "datasets": len(datasets),
         "unresolved": sum(1 for n in nodes.values() if n.kind == "unresolved"),
         "failed_jobs": len(doc.get("failed_jobs") or ()),
     }
@@ -215,7 +301,7 @@ def view(doc: Mapping[str, Any]) -> View:
     return View(dict(sorted(nodes.items())), clusters, sorted(edges), summary, failed_jobs, details)
 
 
-def _status(result: Optional[str], state: str) -> str:
+def _status(result: str | None, state: str) -> str:
     if result == "SUCCESS":
         return "success"
     if result == "FAILURE":
@@ -225,7 +311,7 @@ def _status(result: Optional[str], state: str) -> str:
     return "live" if state.upper() in LIVE_STATES else "unknown"
 
 
-def _io_line(run: Optional[Mapping[str, Any]]) -> str:
+def _io_line(run: Mapping[str, Any] | None) -> str:
     if not run or not (run.get("records_in") or run.get("records_out")):
         return ""
     return f"in {_count(run.get('records_in') or 0)} · out {_count(run.get('records_out') or 0)} records"
@@ -238,7 +324,7 @@ def _count(n: int) -> str:
     return str(n)
 
 
-def _bytes(n: Optional[int]) -> str:
+def _bytes(n: int | None) -> str:
     if n is None:
         return ""
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -247,13 +333,13 @@ def _bytes(n: Optional[int]) -> str:
     return f"{n} B"
 
 
-def _time(ms: Optional[int]) -> str:
+def _time(ms: int | None) -> str:
     if not ms:
         return ""
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _duration(start: Optional[int], end: Optional[int]) -> str:
+def _duration(start: int | None, end: int | None) -> str:
     if not start or not end or end < start:
         return ""
     s = (end - start) / 1000
@@ -281,12 +367,24 @@ def _runs_section(runs: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     records = []
     for r in reversed(runs):
         start, end = r.get("start_ms"), r.get("end_ms")
-        records.append(_fields([
-            ("run id", r["run_id"]), ("state", r.get("state")), ("result", r.get("result") or "(live: no result yet)"),
-            ("type", r.get("type")), ("start", _time(start)), ("end", _time(end)), ("duration", _duration(start, end)),
-            ("records in / out", f"{r.get('records_in', 0)} / {r.get('records_out', 0)}"),
-            ("bytes in / out", f"{_bytes(r.get('bytes_in', 0))} / {_bytes(r.get('bytes_out', 0))}"),
-            ("restarts", r.get("restarts")), ("failure", r.get("failure")), ("url", r.get("url"))]))
+        records.append(
+            _fields(
+                [
+                    ("run id", r["run_id"]),
+                    ("state", r.get("state")),
+                    ("result", r.get("result") or "(live: no result yet)"),
+                    ("type", r.get("type")),
+                    ("start", _time(start)),
+                    ("end", _time(end)),
+                    ("duration", _duration(start, end)),
+                    ("records in / out", f"{r.get('records_in', 0)} / {r.get('records_out', 0)}"),
+                    ("bytes in / out", f"{_bytes(r.get('bytes_in', 0))} / {_bytes(r.get('bytes_out', 0))}"),
+                    ("restarts", r.get("restarts")),
+                    ("failure", r.get("failure")),
+                    ("url", r.get("url")),
+                ]
+            )
+        )
     return [{"title": f"Runs ({len(runs)}, newest first)", "records": records}]
 
 
@@ -320,22 +418,27 @@ def _wrap(text: str, width: int, max_lines: int) -> list[str]:
 
 # --- DOT ----------------------------------------------------------------------------------------
 
+
 def dot(doc: Mapping[str, Any]) -> str:
     """Graphviz DOT text of the graph (render it with ``dot -Tsvg``)."""
     v = view(doc)
     ids = {key: f"n{i}" for i, key in enumerate(v.nodes)}
-    out = ["digraph lineage {",
-           '  graph [rankdir=LR, fontname="Helvetica", fontsize=12, bgcolor="transparent", nodesep=0.3, '
-           'ranksep=0.8, pad=0.25];',
-           '  node [fontname="Helvetica", fontsize=11, shape=box, style="rounded,filled", penwidth=1.4, margin="0.15,0.07"];',
-           '  edge [color="#5f6368", arrowsize=0.7, penwidth=1.1];']
+    out = [
+        "digraph lineage {",
+        '  graph [rankdir=LR, fontname="Helvetica", fontsize=12, bgcolor="transparent", nodesep=0.3, '
+        "ranksep=0.8, pad=0.25];",
+        '  node [fontname="Helvetica", fontsize=11, shape=box, style="rounded,filled", penwidth=1.4, margin="0.15,0.07"];',
+        '  edge [color="#5f6368", arrowsize=0.7, penwidth=1.1];',
+    ]
     in_cluster = {k for c in v.clusters for k in c.nodes}
     for i, c in enumerate(v.clusters):
         fill, stroke = COLOURS[c.status]
         out.append(f"  subgraph {_q(c.key)} {{")
-        out.append(f'    id="c{i}"; class="job flink {c.status}"; label=<<B>{_h(c.title)}</B><BR/>'
-                   f'<FONT POINT-SIZE="9" COLOR="#5f6368">Flink job · operators</FONT>>; '
-                   f'style="rounded,filled"; fillcolor="{fill}"; color="{stroke}"; penwidth=1.6; fontname="Helvetica";')
+        out.append(
+            f'    id="c{i}"; class="job flink {c.status}"; label=<<B>{_h(c.title)}</B><BR/>'
+            f'<FONT POINT-SIZE="9" COLOR="#5f6368">Flink job · operators</FONT>>; '
+            f'style="rounded,filled"; fillcolor="{fill}"; color="{stroke}"; penwidth=1.6; fontname="Helvetica";'
+        )
         for key in c.nodes:
             out.append("    " + _dot_node(v.nodes[key], ids[key]))
         out.append("  }")
@@ -355,11 +458,14 @@ def _dot_node(n: Node, node_id: str) -> str:
     fill, stroke = COLOURS[n.status]
     shape = {"dataset": "cylinder", "unresolved": "note"}.get(n.kind, "box")
     style = {"unresolved": "filled,dashed", "dataset": "filled"}.get(n.kind, "rounded,filled")
-    label = f"<B>{_h(n.title)}</B>" + "".join(f'<BR/><FONT POINT-SIZE="9" COLOR="#3c4043">{_h(x)}</FONT>'
-                                              for x in n.lines)
+    label = f"<B>{_h(n.title)}</B>" + "".join(
+        f'<BR/><FONT POINT-SIZE="9" COLOR="#3c4043">{_h(x)}</FONT>' for x in n.lines
+    )
     classes = n.kind if n.kind == n.status else f"{n.kind} {n.status}"
-    return (f'{_q(n.key)} [id="{node_id}", class="{classes}", shape={shape}, style="{style}", '
-            f'fillcolor="{fill}", color="{stroke}", tooltip={_q(n.tooltip)}, label=<{label}>];')
+    return (
+        f'{_q(n.key)} [id="{node_id}", class="{classes}", shape={shape}, style="{style}", '
+        f'fillcolor="{fill}", color="{stroke}", tooltip={_q(n.tooltip)}, label=<{label}>];'
+    )
 
 
 def _q(text: str) -> str:
@@ -378,17 +484,19 @@ def _h(text: str) -> str:
     return html.escape(text, quote=True).replace("\n", " ")
 
 
-def require_dot(dot_binary: Optional[str] = None) -> str:
+def require_dot(dot_binary: str | None = None) -> str:
     """The path of Graphviz's ``dot``, or a RenderError naming the package to install."""
     binary = dot_binary or shutil.which("dot")
     if not binary:
-        raise RenderError("--format html needs Graphviz's `dot` on PATH to lay out the graph: install the "
-                          "`graphviz` package (Debian/Ubuntu: apt-get install graphviz; macOS: brew install "
-                          "graphviz). --format dot and --format mermaid need nothing.")
+        raise RenderError(
+            "--format html needs Graphviz's `dot` on PATH to lay out the graph: install the "
+            "`graphviz` package (Debian/Ubuntu: apt-get install graphviz; macOS: brew install "
+            "graphviz). --format dot and --format mermaid need nothing."
+        )
     return binary
 
 
-def svg(dot_text: str, dot_binary: Optional[str] = None) -> str:
+def svg(dot_text: str, dot_binary: str | None = None) -> str:
     """Lay the graph out with Graphviz's ``dot`` and return the SVG element (no XML prolog)."""
     binary = require_dot(dot_binary)
     try:
@@ -398,7 +506,9 @@ def svg(dot_text: str, dot_binary: Optional[str] = None) -> str:
     except OSError as exc:
         raise RenderError(f"Graphviz `dot` ({binary}) could not run: {exc}") from None
     if proc.returncode != 0:
-        raise RenderError(f"Graphviz `dot` failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace')[:500]}")
+        raise RenderError(
+            f"Graphviz `dot` failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace')[:500]}"
+        )
     text = proc.stdout.decode()
     start = text.find("<svg")
     if start < 0:
@@ -407,6 +517,7 @@ def svg(dot_text: str, dot_binary: Optional[str] = None) -> str:
 
 
 # --- Mermaid ------------------------------------------------------------------------------------
+
 
 def mermaid(doc: Mapping[str, Any]) -> str:
     """Mermaid flowchart text of the graph (GitHub, GitLab and mermaid.live draw it)."""
@@ -450,7 +561,8 @@ def _m(text: str) -> str:
 
 # --- HTML ---------------------------------------------------------------------------------------
 
-def html_page(doc: Mapping[str, Any], title: str = "lakeflow lineage", dot_binary: Optional[str] = None) -> str:
+
+def html_page(doc: Mapping[str, Any], title: str = "lakeflow lineage", dot_binary: str | None = None) -> str:
     """One self-contained page: the SVG laid out by Graphviz, the node details, inline CSS and JS."""
     v = view(doc)
     picture = svg(dot(doc), dot_binary)
@@ -458,19 +570,35 @@ def html_page(doc: Mapping[str, Any], title: str = "lakeflow lineage", dot_binar
     data = json.dumps({"nodes": {svg_title(k): d for k, d in v.details.items()}}, sort_keys=True, ensure_ascii=False)
     data = data.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     s = v.summary
-    counts = [f"{s['flink_jobs']} Flink job{'s' if s['flink_jobs'] != 1 else ''}",
-              f"{s['spark_jobs']} compaction job{'s' if s['spark_jobs'] != 1 else ''}",
-              f"{s['runs']} run{'s' if s['runs'] != 1 else ''}",
-              f"{s['datasets']} dataset{'s' if s['datasets'] != 1 else ''}",
-              f"{s['unresolved']} unresolved reference{'s' if s['unresolved'] != 1 else ''}"]
+    counts = [
+        f"{s['flink_jobs']} Flink job{'s' if s['flink_jobs'] != 1 else ''}",
+        f"{s['spark_jobs']} compaction job{'s' if s['spark_jobs'] != 1 else ''}",
+        f"{s['runs']} run{'s' if s['runs'] != 1 else ''}",
+        f"{s['datasets']} dataset{'s' if s['datasets'] != 1 else ''}",
+        f"{s['unresolved']} unresolved reference{'s' if s['unresolved'] != 1 else ''}",
+    ]
     failed = "".join(f"<li>job <code>{_e(jid)}</code> could not be read: {_e(err)}</li>" for jid, err in v.failed_jobs)
-    legend = "".join(f'<span class="key"><i style="background:{COLOURS[k][0]};border-color:{COLOURS[k][1]}"></i>{label}</span>'
-                     for k, label in (("success", "finished"), ("failure", "failed"), ("live", "running"),
-                                      ("skipped", "cancelled"), ("dataset", "dataset"),
-                                      ("unresolved", "unresolved")))
-    return _PAGE.format(title=_e(title), counts=_e(" · ".join(counts)), legend=legend,
-                        failed=f'<ul class="failed">{failed}</ul>' if failed else "",
-                        svg=picture, data=data, css=_CSS, js=_JS)
+    legend = "".join(
+        f'<span class="key"><i style="background:{COLOURS[k][0]};border-color:{COLOURS[k][1]}"></i>{label}</span>'
+        for k, label in (
+            ("success", "finished"),
+            ("failure", "failed"),
+            ("live", "running"),
+            ("skipped", "cancelled"),
+            ("dataset", "dataset"),
+            ("unresolved", "unresolved"),
+        )
+    )
+    return _PAGE.format(
+        title=_e(title),
+        counts=_e(" · ".join(counts)),
+        legend=legend,
+        failed=f'<ul class="failed">{failed}</ul>' if failed else "",
+        svg=picture,
+        data=data,
+        css=_CSS,
+        js=_JS,
+    )
 
 
 def _e(text: str) -> str:

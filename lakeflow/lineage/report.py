@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 
 @dataclass
@@ -16,6 +16,7 @@ class HarvestReport:
     jobs_processed: int = 0
     jobs_failed: dict[str, str] = field(default_factory=dict)  # job id → error
     spark_runs: int = 0
+    native_runs: int = 0  # Flink runs pushed by the native-lineage listener, merged by job id
     edges: int = 0
     unresolved: dict[str, list[str]] = field(default_factory=dict)  # "name (job id)" → reasons
     removed: list[str] = field(default_factory=list)
@@ -32,9 +33,14 @@ class HarvestReport:
 
     def lines(self) -> list[str]:
         """The report as text lines (stderr)."""
-        out = [f"jobs: {self.jobs_seen} seen, {self.filtered_by_name} filtered by name, "
-               f"{self.filtered_by_state} filtered by state, {self.jobs_processed} processed, "
-               f"{len(self.jobs_failed)} failed; {self.spark_runs} compaction runs; {self.edges} lineage edges"]
+        out = [
+            (
+                f"jobs: {self.jobs_seen} seen, {self.filtered_by_name} filtered by name, "
+                f"{self.filtered_by_state} filtered by state, {self.jobs_processed} processed, "
+                f"{len(self.jobs_failed)} failed; {self.spark_runs} compaction runs; "
+                f"{self.native_runs} pushed Flink runs; {self.edges} lineage edges"
+            )
+        ]
         out += [f"  failed {jid}: {err}" for jid, err in sorted(self.jobs_failed.items())]
         for job, reasons in sorted(self.unresolved.items()):
             out += [f"  unresolved in {job}: {r}" for r in reasons]

@@ -14,8 +14,8 @@ Whatever cannot be resolved is returned with the reason; connectors that are not
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping, Optional
 from urllib.parse import urlparse
 
 from lakeflow.lineage import datasets as ds
@@ -25,12 +25,20 @@ from lakeflow.lineage.flink_rest import FlinkRestError
 from lakeflow.lineage.plan import SINK, Reference, TableRef
 from lakeflow.lineage.sql_gateway import SqlGatewayClient
 from lakeflow.secret import redact_url
+from lakeflow.uris import FILE, S3_SPELLINGS
 
 NOT_DATASETS = frozenset({"datagen", "print", "blackhole"})
-JDBC_PLATFORMS = {"jdbc:postgresql": "postgres", "jdbc:mysql": "mysql", "jdbc:sqlserver": "mssql",
-                  "jdbc:oracle": "oracle", "jdbc:db2": "db2", "jdbc:mariadb": "mariadb",
-                  "jdbc:redshift": "redshift", "jdbc:snowflake": "snowflake"}
-LOCATION_SCHEMES = ("file", "s3", "s3a", "s3n", "gs", "hdfs", "abfs", "abfss")
+JDBC_PLATFORMS = {
+    "jdbc:postgresql": "postgres",
+    "jdbc:mysql": "mysql",
+    "jdbc:sqlserver": "mssql",
+    "jdbc:oracle": "oracle",
+    "jdbc:db2": "db2",
+    "jdbc:mariadb": "mariadb",
+    "jdbc:redshift": "redshift",
+    "jdbc:snowflake": "snowflake",
+}
+LOCATION_SCHEMES = (FILE, *S3_SPELLINGS, "gs", "hdfs", "abfs", "abfss")
 DECLARED, PLAN, NAME_ONLY = "declared", "plan", "name-only"
 
 
@@ -39,16 +47,16 @@ class Resolution:
     """What one reference turned out to be: a dataset, skipped (not a dataset) or unresolved."""
 
     reference: Reference
-    dataset: Optional[DatasetId] = None
+    dataset: DatasetId | None = None
     aliases: tuple[DatasetId, ...] = ()
-    platform_instance: Optional[str] = None
+    platform_instance: str | None = None
     evidence: str = PLAN
-    skipped: Optional[str] = None
-    unresolved: Optional[str] = None
+    skipped: str | None = None
+    unresolved: str | None = None
 
 
 class Resolver:
-    def __init__(self, config: HarvestConfig, gateway: Optional[SqlGatewayClient] = None) -> None:
+    def __init__(self, config: HarvestConfig, gateway: SqlGatewayClient | None = None) -> None:
         self.config = config
         self.gateway = gateway
 
@@ -78,25 +86,38 @@ class Resolver:
         if ref.kind == "table" and ref.table is not None:
             return self._table(ref, ref.table)
         if ref.kind == "table-writer":
-            return Resolution(ref, unresolved=f"table sink '{ref.table}': the plan names no catalog or database "
-                                              "(Sink V2 writer)")
+            return Resolution(
+                ref, unresolved=f"table sink '{ref.table}': the plan names no catalog or database (Sink V2 writer)"
+            )
         if ref.kind == "filesystem":
-            return Resolution(ref, unresolved=f"filesystem table sink ({ref.operator}): the plan names neither "
-                                              "the table nor its path")
+            return Resolution(
+                ref, unresolved=f"filesystem table sink ({ref.operator}): the plan names neither the table nor its path"
+            )
         if ref.kind == "kafka":
             if self.config.trust_operator_names:
                 return Resolution(ref, DatasetId("kafka", ref.value or ""), evidence=NAME_ONLY)
-            return Resolution(ref, evidence=NAME_ONLY, unresolved=(
-                f"name-only: operator '{ref.operator}' is named like a Kafka {ref.role} of topic "
-                f"'{ref.value}', but nothing else shows a Kafka connector"))
+            return Resolution(
+                ref,
+                evidence=NAME_ONLY,
+                unresolved=(
+                    f"name-only: operator '{ref.operator}' is named like a Kafka {ref.role} of topic "
+                    f"'{ref.value}', but nothing else shows a Kafka connector"
+                ),
+            )
         if ref.kind == "writer":
             loc = ref.value or ""
             if self.config.trust_operator_names and urlparse(loc).scheme in LOCATION_SCHEMES:
                 return Resolution(ref, ds.from_location(loc), evidence=NAME_ONLY)
-            return Resolution(ref, evidence=NAME_ONLY, unresolved=(
-                f"name-only: sink '{loc}' (Writer/Committer) does not say what it writes"))
-        return Resolution(ref, evidence=NAME_ONLY, unresolved=(
-            f"{ref.role} '{ref.value or ref.operator}': no connector evidence in the plan"))
+            return Resolution(
+                ref,
+                evidence=NAME_ONLY,
+                unresolved=(f"name-only: sink '{loc}' (Writer/Committer) does not say what it writes"),
+            )
+        return Resolution(
+            ref,
+            evidence=NAME_ONLY,
+            unresolved=(f"{ref.role} '{ref.value or ref.operator}': no connector evidence in the plan"),
+        )
 
     def _table(self, ref: Reference, t: TableRef) -> Resolution:
         mapped = self.config.catalog_platform_map.get(t.catalog or "")
@@ -104,16 +125,23 @@ class Resolver:
         if mapped and mapped.platform:
             return Resolution(ref, DatasetId(mapped.platform, f"{t.database}.{t.table}"), platform_instance=instance)
         if self.gateway is None:
-            return Resolution(ref, unresolved=f"catalog table {t}: platform unknown (give --sql-gateway-url or a "
-                                              "catalog_platform_map entry)")
+            return Resolution(
+                ref,
+                unresolved=f"catalog table {t}: platform unknown (give --sql-gateway-url or a "
+                "catalog_platform_map entry)",
+            )
         try:
             info = self._catalog(t.catalog or "")
             kind = info.get("type", "")
             if kind == "jdbc":
                 return self._jdbc(ref, t, info.get("option:base-url", ""), instance)
             if kind in ("iceberg", "paimon"):
-                return Resolution(ref, DatasetId(kind, f"{t.database}.{t.table}"),
-                                  aliases=_catalog_aliases(info, t), platform_instance=instance)
+                return Resolution(
+                    ref,
+                    DatasetId(kind, f"{t.database}.{t.table}"),
+                    aliases=_catalog_aliases(info, t),
+                    platform_instance=instance,
+                )
             options = self.gateway.table_options(t)
         except FlinkRestError as exc:
             return Resolution(ref, unresolved=f"catalog table {t}: SQL Gateway lookup failed: {exc}")
@@ -127,31 +155,37 @@ class Resolver:
         except FlinkRestError:
             return {}
 
-    def _jdbc(self, ref: Reference, t: TableRef, url: str, instance: Optional[str]) -> Resolution:
+    def _jdbc(self, ref: Reference, t: TableRef, url: str, instance: str | None) -> Resolution:
         platform = next((p for prefix, p in JDBC_PLATFORMS.items() if url.startswith(prefix)), None)
         if platform is None:
             return Resolution(ref, unresolved=f"catalog table {t}: unknown JDBC URL {redact_url(url)!r}")
-        host = urlparse(url[len("jdbc:"):]).netloc
+        host = urlparse(url[len("jdbc:") :]).netloc
         namespace = f"{platform}://{host}" if host else platform
         return Resolution(ref, DatasetId(namespace, f"{t.database}.{t.table}"), platform_instance=instance)
 
-    def _from_options(self, ref: Reference, t: TableRef, options: Mapping[str, str], catalog_type: str,
-                      instance: Optional[str]) -> Resolution:
+    def _from_options(
+        self, ref: Reference, t: TableRef, options: Mapping[str, str], catalog_type: str, instance: str | None
+    ) -> Resolution:
         connector = options.get("connector", "")
         if connector in NOT_DATASETS:
             return Resolution(ref, skipped=f"{t}: connector '{connector}' is not a dataset")
         if connector == "filesystem":
             if not options.get("path"):
                 return Resolution(ref, unresolved=f"catalog table {t}: filesystem table without a path")
-            return Resolution(ref, ds.from_location(options["path"]), aliases=(DatasetId("flink-catalog", str(t)),),
-                              platform_instance=instance)
+            return Resolution(
+                ref,
+                ds.from_location(options["path"]),
+                aliases=(DatasetId("flink-catalog", str(t)),),
+                platform_instance=instance,
+            )
         if connector in ("kafka", "upsert-kafka"):
             topic = options.get("topic", "")
             if not topic or ";" in topic:
                 return Resolution(ref, unresolved=f"catalog table {t}: Kafka table without a single topic")
             servers = options.get("properties.bootstrap.servers", "").split(",")[0].strip()
-            return Resolution(ref, DatasetId(f"kafka://{servers}" if servers else "kafka", topic),
-                              platform_instance=instance)
+            return Resolution(
+                ref, DatasetId(f"kafka://{servers}" if servers else "kafka", topic), platform_instance=instance
+            )
         if connector == "jdbc":
             table_name = options.get("table-name") or t.table
             return self._jdbc(ref, TableRef(t.catalog, t.database, table_name), options.get("url", ""), instance)
@@ -162,7 +196,7 @@ class Resolver:
         return Resolution(ref, DatasetId(connector, f"{t.database}.{t.table}"), platform_instance=instance)
 
 
-def declared_output(user_config: Mapping[str, str]) -> Optional[tuple[DatasetId, tuple[DatasetId, ...]]]:
+def declared_output(user_config: Mapping[str, str]) -> tuple[DatasetId, tuple[DatasetId, ...]] | None:
     """The table a lakeflow job declares in its global job parameters: its location's dataset and
     its catalog identity as an alias; None when the job declares nothing."""
     location = user_config.get(ds.PARAM_LOCATION)
@@ -175,7 +209,7 @@ def declared_output(user_config: Mapping[str, str]) -> Optional[tuple[DatasetId,
     return ds.from_location(location), aliases
 
 
-def _same(location: Optional[str], dataset: DatasetId) -> bool:
+def _same(location: str | None, dataset: DatasetId) -> bool:
     return location is not None and ds.from_location(location) == dataset
 
 

@@ -1,38 +1,47 @@
 """Compaction runs from the lineage store: OpenLineage run events merged per run id (read as
-plain JSON: no OpenLineage library import on the harvest's path)."""
+plain JSON: no OpenLineage library import on the harvest's path); the engine that ran (arrow or
+spark, the ``processing_engine`` run facet) becomes the run's ``engine`` property. The same merge serves the
+Flink runs pushed by lakeflow's listener (:mod:`lakeflow.lineage.native`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
 
 from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.flink_rest import IOMetrics
 from lakeflow.lineage.graph import SparkRun
+from lakeflow.lineage.native import is_flink
 from lakeflow.lineage.store import read_events
 
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 
 
 def read_runs(directory: Path) -> list[SparkRun]:
-    """Every run in the store, START and COMPLETE/FAIL/ABORT events merged; sorted by run id."""
-    return merge(read_events(directory))
+    """Every compaction run in the store (not Flink's: :mod:`lakeflow.lineage.native`), START and
+    COMPLETE/FAIL/ABORT events merged; sorted by run id."""
+    return merge(e for e in read_events(directory) if not is_flink(e))
 
 
 def merge(events: Iterable[Mapping[str, Any]]) -> list[SparkRun]:
     by_run: dict[str, list[Mapping[str, Any]]] = {}
     for e in events:
         by_run.setdefault(str(e["run"]["runId"]), []).append(e)
-    return [_run(run_id, sorted(evs, key=lambda e: (e.get("eventTime", ""), e.get("eventType") in TERMINAL)))
-            for run_id, evs in sorted(by_run.items())]
+    return [
+        _run(run_id, sorted(evs, key=lambda e: (e.get("eventTime", ""), e.get("eventType") in TERMINAL)))
+        for run_id, evs in sorted(by_run.items())
+    ]
 
 
 def _run(run_id: str, events: list[Mapping[str, Any]]) -> SparkRun:
     last = events[-1]
     start = next((_ms(e) for e in events if e.get("eventType") == "START"), None)
     end = next((_ms(e) for e in reversed(events) if e.get("eventType") in TERMINAL), None)
-    inputs, outputs, aliases = set(), set(), {}
+    inputs: set[DatasetId] = set()
+    outputs: set[DatasetId] = set()
+    aliases: dict[DatasetId, tuple[DatasetId, ...]] = {}
     props: dict[str, str] = {}
     for e in events:
         for key, target in (("inputs", inputs), ("outputs", outputs)):
@@ -42,13 +51,26 @@ def _run(run_id: str, events: list[Mapping[str, Any]]) -> SparkRun:
                 links = ((d.get("facets") or {}).get("symlinks") or {}).get("identifiers") or ()
                 if links:
                     aliases[ds] = tuple(sorted(DatasetId(str(i["namespace"]), str(i["name"])) for i in links))
-        error = ((e.get("run") or {}).get("facets") or {}).get("errorMessage")
+        run_facets = (e.get("run") or {}).get("facets") or {}
+        error = run_facets.get("errorMessage")
         if isinstance(error, Mapping) and error.get("message"):
             props["error"] = str(error["message"]).splitlines()[0][:500]
-    return SparkRun(run_id=run_id, namespace=str(last["job"]["namespace"]), name=str(last["job"]["name"]),
-                    event_type=str(last.get("eventType", "OTHER")), start_ms=start, end_ms=end,
-                    inputs=tuple(sorted(inputs)), outputs=tuple(sorted(outputs)), aliases=aliases, properties=props,
-                    io=_io(events))
+        engine = run_facets.get("processing_engine")
+        if isinstance(engine, Mapping) and engine.get("name"):  # the compaction engine that ran (arrow, spark)
+            props["engine"] = str(engine["name"])[:40]
+    return SparkRun(
+        run_id=run_id,
+        namespace=str(last["job"]["namespace"]),
+        name=str(last["job"]["name"]),
+        event_type=str(last.get("eventType", "OTHER")),
+        start_ms=start,
+        end_ms=end,
+        inputs=tuple(sorted(inputs)),
+        outputs=tuple(sorted(outputs)),
+        aliases=aliases,
+        properties=props,
+        io=_io(events),
+    )
 
 
 def _io(events: list[Mapping[str, Any]]) -> IOMetrics:
@@ -56,8 +78,10 @@ def _io(events: list[Mapping[str, Any]]) -> IOMetrics:
     for e in reversed(events):
         rows_in = bytes_in = rows_out = bytes_out = 0
         found = False
-        for key, facet_key, stats in (("inputs", "inputFacets", "inputStatistics"),
-                                      ("outputs", "outputFacets", "outputStatistics")):
+        for key, facet_key, stats in (
+            ("inputs", "inputFacets", "inputStatistics"),
+            ("outputs", "outputFacets", "outputStatistics"),
+        ):
             for d in e.get(key) or ():
                 s = ((d.get(facet_key) or {}).get(stats) or {}) if isinstance(d, Mapping) else {}
                 if not isinstance(s, Mapping) or not s:
@@ -77,7 +101,7 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _ms(event: Mapping[str, Any]) -> Optional[int]:
+def _ms(event: Mapping[str, Any]) -> int | None:
     try:
         return int(datetime.fromisoformat(str(event["eventTime"]).replace("Z", "+00:00")).timestamp() * 1000)
     except (KeyError, ValueError):

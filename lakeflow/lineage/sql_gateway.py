@@ -1,6 +1,7 @@
 """The Flink SQL Gateway client: catalog introspection for platform resolution.
 
-REST protocol (v1; the same for v2 with ``rowFormat``): ``POST /v1/sessions`` → sessionHandle,
+REST protocol v1 (Flink 1.16+; tested against Flink 2.3.0's gateway, ``make sql-gateway-jar``):
+``POST /v1/sessions`` → sessionHandle,
 ``POST /v1/sessions/{s}/statements`` → operationHandle, ``GET …/operations/{o}/result/{token}``
 → ``resultType`` ``NOT_READY`` (poll again), ``PAYLOAD`` (rows + ``nextResultUri``) or ``EOS``.
 Lookups (``DESCRIBE CATALOG EXTENDED``, ``SHOW CREATE TABLE``) go through a thread-safe,
@@ -15,9 +16,10 @@ import math
 import re
 import threading
 import time
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Hashable, Optional, TypeVar
+from typing import Any, Generic, TypeVar
 
 import requests
 
@@ -42,7 +44,7 @@ class SingleFlight(Generic[V]):
         with self._lock:
             future = self._futures.get(key)
             owner = future is None
-            if owner:
+            if future is None:
                 future = self._futures[key] = Future()
         if owner:
             try:
@@ -61,19 +63,24 @@ class StatementResult:
 class SqlGatewayClient:
     """One gateway session, opened on first use; safe to share between threads."""
 
-    def __init__(self, conn: Connection, operation_timeout_s: float = 60.0, max_rows: int = MAX_ROWS,
-                 session: Optional[requests.Session] = None) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        operation_timeout_s: float = 60.0,
+        max_rows: int = MAX_ROWS,
+        session: requests.Session | None = None,
+    ) -> None:
         self.conn = conn
         self.base = conn.url.rstrip("/")
         self.operation_timeout_s = operation_timeout_s  # a whole statement: waiting and paging
         self.max_rows = max_rows
         self._http = session or new_session(conn, retry_500=False)
-        self._handle: Optional[str] = None
+        self._handle: str | None = None
         self._open_lock = threading.Lock()
         self._catalogs: SingleFlight[dict[str, str]] = SingleFlight()
         self._tables: SingleFlight[dict[str, str]] = SingleFlight()
 
-    def _call(self, method: str, path: str, body: Optional[dict] = None, deadline: float = math.inf) -> Any:
+    def _call(self, method: str, path: str, body: dict | None = None, deadline: float = math.inf) -> Any:
         url = f"{self.base}{path}"
         deadline = min(deadline, time.monotonic() + self.conn.deadline_s)
         try:
@@ -107,7 +114,7 @@ class SqlGatewayClient:
         op = answer.get("operationHandle") if isinstance(answer, dict) else None
         if not isinstance(op, str):
             raise FlinkRestError(f"SQL Gateway: statement answered no operationHandle: {answer!r:.200}")
-        uri: Optional[str] = f"/v1/sessions/{s}/operations/{op}/result/0"
+        uri: str | None = f"/v1/sessions/{s}/operations/{op}/result/0"
         columns: tuple[str, ...] = ()
         rows: list[tuple[Any, ...]] = []
         while uri:
@@ -127,7 +134,7 @@ class SqlGatewayClient:
             uri = _next_uri(page.get("nextResultUri")) if kind == "PAYLOAD" else None
         return StatementResult(columns, tuple(rows))
 
-    def _by(self, deadline: float, method: str, path: str, body: Optional[dict] = None) -> Any:
+    def _by(self, deadline: float, method: str, path: str, body: dict | None = None) -> Any:
         """A call that has to be done by the statement's ``deadline``."""
         try:
             return self._call(method, path, body, deadline)
@@ -138,20 +145,26 @@ class SqlGatewayClient:
 
     def catalog_info(self, catalog: str) -> dict[str, str]:
         """``DESCRIBE CATALOG EXTENDED`` (Flink 1.20+): ``type``, ``option:*``, … (cached)."""
+
         def load() -> dict[str, str]:
             result = self.execute(f"DESCRIBE CATALOG EXTENDED {quote(catalog)}")
             if any(len(row) < 2 for row in result.rows):
                 raise FlinkRestError("SQL Gateway: malformed result page: rows without a value")
             return {str(k): "" if v is None else str(v) for k, v, *_ in result.rows}
+
         return self._catalogs.get(catalog, load)
 
     def table_options(self, table: TableRef) -> dict[str, str]:
         """The ``WITH (…)`` options of ``SHOW CREATE TABLE`` (cached)."""
+
         def load() -> dict[str, str]:
-            result = self.execute(f"SHOW CREATE TABLE {'.'.join(quote(p) for p in (table.catalog, table.database, table.table) if p)}")
+            result = self.execute(
+                f"SHOW CREATE TABLE {'.'.join(quote(p) for p in (table.catalog, table.database, table.table) if p)}"
+            )
             if not result.rows or not result.rows[0]:
                 raise FlinkRestError(f"SQL Gateway: SHOW CREATE TABLE {table} returned nothing")
             return with_options(str(result.rows[0][0]))
+
         return self._tables.get(table, load)
 
     def close(self) -> None:
@@ -176,10 +189,10 @@ def _page(results: Any, columns: tuple[str, ...]) -> tuple[tuple[str, ...], list
         raise FlinkRestError("SQL Gateway: malformed result page")
     if named:
         columns = tuple(str(c.get("name") if isinstance(c, dict) else c) for c in named)
-    return columns, [tuple(f) for f in fields]
+    return columns, [tuple(f or ()) for f in fields]
 
 
-def _next_uri(uri: Any) -> Optional[str]:
+def _next_uri(uri: Any) -> str | None:
     """The next page's path; anything that could lead elsewhere than the gateway is refused."""
     if uri is None or isinstance(uri, str) and _PATH.fullmatch(uri):
         return uri

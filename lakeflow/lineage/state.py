@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
 
 from lakeflow.lineage.emit_datahub import Urns
 from lakeflow.lineage.graph import Graph
@@ -27,10 +27,10 @@ VERSION = 1
 class StaleCheck:
     removed: tuple[str, ...]
     state: dict[str, str]  # urn → "<orchestrator>:<flow>" to save
-    warning: Optional[str] = None
+    warning: str | None = None
 
 
-def owned(graph: Graph, env: str, platform_instance: Optional[str]) -> dict[str, str]:
+def owned(graph: Graph, env: str, platform_instance: str | None) -> dict[str, str]:
     """URN → flow key of every flow and task in the graph."""
     u = Urns(env, platform_instance, {})
     out = {u.flow(f.orchestrator, f.name): f"{f.orchestrator}:{f.name}" for f in graph.flows}
@@ -38,15 +38,21 @@ def owned(graph: Graph, env: str, platform_instance: Optional[str]) -> dict[str,
     return out
 
 
-def check(previous: dict[str, str], current: dict[str, str], protected_flows: Iterable[str],
-          fail_safe_threshold: float) -> StaleCheck:
+def check(
+    previous: dict[str, str], current: dict[str, str], protected_flows: Iterable[str], fail_safe_threshold: float
+) -> StaleCheck:
     protected = {f"flink:{name}" for name in protected_flows}
     kept = {urn: flow for urn, flow in previous.items() if urn not in current and flow in protected}
     stale = tuple(sorted(urn for urn in previous if urn not in current and urn not in kept))
     if previous and 100.0 * len(stale) / len(previous) > fail_safe_threshold:
-        return StaleCheck((), dict(previous), (
-            f"stale-entity removal skipped: {len(stale)} of {len(previous)} entities would be removed "
-            f"(> fail_safe_threshold {fail_safe_threshold:g}%); state left unchanged"))
+        return StaleCheck(
+            (),
+            dict(previous),
+            (
+                f"stale-entity removal skipped: {len(stale)} of {len(previous)} entities would be removed "
+                f"(> fail_safe_threshold {fail_safe_threshold:g}%); state left unchanged"
+            ),
+        )
     return StaleCheck(stale, {**current, **kept})
 
 

@@ -13,8 +13,9 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 log = logging.getLogger(__name__)
 
