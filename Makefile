@@ -12,13 +12,15 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install run test test-fast jar package cluster-up cluster-down flink-plugins \
-        compact harvest stack bench bench-ingest bench-compact bench-harvest chaos clean
+.PHONY: help install run demo test lint test-fast jar package cluster-up cluster-down flink-plugins \
+        compact harvest stack bench-ingest bench-compact bench-longrun bench-harvest chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
 $(STAMP):
+	@test -x $(PY) || command -v $(PYTHON) >/dev/null || { echo "prerequisite missing: $(PYTHON) not found; lakeflow needs Python 3.10 or 3.11: install one and name it, e.g. make run PYTHON=python3.11" >&2; exit 1; }
+	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) lakeflow/prereqs.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	@rm -f $(VENV)/.installed-* && touch $@
@@ -32,14 +34,21 @@ $(JAR): $(STAMP) $(JAVA_SRC)
 
 jar: $(JAR)  ## build the Flink JSON-array bulk writer jar
 
-# A fresh clone (no .env.local, NUM_RECORDS unset) runs a bounded demo of 1,000 readings.
-DEMO_RECORDS = $(if $(or $(NUM_RECORDS),$(wildcard $(or $(LAKEFLOW_ENV_FILE),.env.local))),,NUM_RECORDS=1000)
+# A fresh clone (no .env.local, NUM_RECORDS unset) runs a bounded demo of 1,000 readings, 50 a second
+# (the settings' own pace, 10 every 15 s, would take 25 minutes); BATCH_* of the environment win.
+FRESH_CLONE = $(if $(or $(NUM_RECORDS),$(wildcard $(or $(LAKEFLOW_ENV_FILE),.env.local))),,yes)
+DEMO_RECORDS = $(if $(FRESH_CLONE),NUM_RECORDS=1000 $(if $(BATCH_SIZE),,BATCH_SIZE=50) $(if $(BATCH_INTERVAL_MS),,BATCH_INTERVAL_MS=1000))
 
-run: install  ## run the sensor ingestion job (reads .env.local; embedded local catalog and 1,000 readings by default)
+run: install  ## run the sensor ingestion job (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings in ~20 s)
 	$(DEMO_RECORDS) $(PY) jobs/sensor_ingest.py $(ARGS)
 
-test: install s3-jars  ## run the test suite (real Flink, Spark, moto; S3 jars fetched first; 16–20 min on 2 cores)
+test: install lint s3-jars sql-gateway-jar  ## lint, then the test suite (real Flink + SQL Gateway, Spark, moto; jars fetched first; duration: README.md, Measured figures)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install  ## ruff (lint + format check) and mypy on lakeflow/ and jobs/ (settings in pyproject.toml)
+	$(VENV)/bin/ruff check lakeflow jobs
+	$(VENV)/bin/ruff format --check lakeflow jobs
+	$(VENV)/bin/mypy
 
 test-fast: install  ## the tests that start no Flink cluster or spark-submit
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
@@ -47,33 +56,39 @@ test-fast: install  ## the tests that start no Flink cluster or spark-submit
 clean:  ## remove build output (keeps .venv and .lakeflow)
 	rm -rf build dist *.egg-info
 
-cluster-up: install  ## start a local standalone Flink cluster (REST on localhost:$FLINK_REST_PORT, default 8081)
-	$(PY) -m lakeflow.flink_cluster up
+demo: install $(JAR) $(PACKAGE_ZIP)  ## the whole chain, bounded, in one command: Flink cluster, flink run, compact, harvest, query (lakeflow demo; state in $LAKEFLOW_HOME/demo)
+	$(VENV)/bin/lakeflow demo $(ARGS)
 
-cluster-down:  ## stop the local standalone Flink cluster
-	$(PY) -m lakeflow.flink_cluster down
+cluster-up: install  ## start a local standalone Flink cluster able to write the table, native lineage on (lakeflow flink up; REST on localhost:$FLINK_REST_PORT, default 8081; + SQL Gateway on 127.0.0.1:$FLINK_SQL_GATEWAY_PORT if set)
+	$(VENV)/bin/lakeflow flink up $(ARGS)
+
+cluster-down:  ## stop the local standalone Flink cluster (lakeflow flink down)
+	$(VENV)/bin/lakeflow flink down
 
 # --- ingestion (docs/ingestion.md) ---------------------------------------------------------
 PACKAGE_ZIP := build/lakeflow.zip
-LAKEFLOW_HOME ?= .lakeflow
 
 $(PACKAGE_ZIP): $(STAMP) $(shell find lakeflow -name '*.py')
 	@mkdir -p build
 	$(PY) -c 'import pathlib, zipfile; z = zipfile.ZipFile("$@", "w", zipfile.ZIP_DEFLATED); [z.write(p) for p in sorted(pathlib.Path("lakeflow").rglob("*.py"))]; z.close()'
 
 package: $(JAR) $(PACKAGE_ZIP)  ## build what `flink run` needs (jar + zipped lakeflow) and print the command
-	@echo "Built $(JAR) and $(PACKAGE_ZIP). Submit to the cluster of make cluster-up (or set FLINK_CONF_DIR to yours);"
+	@echo "Built $(JAR) and $(PACKAGE_ZIP). Submit to the cluster of make cluster-up (FLINK_CONF_DIR under LAKEFLOW_HOME);"
 	@echo "settings and secrets come from the environment / .env.local, never from this command line:"
 	@echo
-	@echo "  LAKEFLOW_JAR=$(abspath $(JAR)) FLINK_CONF_DIR=$(abspath $(LAKEFLOW_HOME))/cluster/conf \\"
-	@echo "  $(PYFLINK_DIR)/bin/flink run -pyclientexec $(abspath $(PY)) -pyexec $(abspath $(PY)) \\"
-	@echo "      -pyfs $(abspath $(PACKAGE_ZIP)) -py $(abspath jobs/sensor_ingest.py)"
+	@$(PY) -m lakeflow.ingest.submit
+	@echo
+	@echo "Next: run it with NUM_RECORDS=1000 in front (bounded; NUM_RECORDS=-1 streams until cancelled),"
+	@echo "      then make compact and make harvest (while the cluster runs)"
 
 # --- S3 jars (docs/s3.md): Maven resolves them from Maven Central ($MAVEN_REPO), checksums verified ---
-.PHONY: s3-jars
+.PHONY: s3-jars sql-gateway-jar
 
 s3-jars: install  ## fetch the S3 jars (Flink plugin + hadoop-aws/AWS SDK v2 for Spark) into build/jars/; installs the Flink plugin
 	$(PY) -m lakeflow.jars flink spark
+
+sql-gateway-jar: install  ## flink-sql-gateway of the wheel's Flink version into build/jars/ (the wheel lacks it; make cluster-up starts it from there)
+	$(PY) -m lakeflow.jars sql-gateway
 
 flink-plugins: install  ## flink-s3-fs-hadoop of the wheel's Flink version into its plugins/s3-fs-hadoop/ (cached in build/jars/)
 	$(PY) -m lakeflow.jars flink
@@ -82,13 +97,22 @@ bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem
 	$(PY) bench/bench_ingest.py $(ARGS)
 
 # --- compaction (docs/compaction.md) --------------------------------------------------------
-.PHONY: s3a-jars
+.PHONY: s3a-jars spark-up spark-down
 
 compact: install  ## compact the raw table's JSON part files into Iceberg (engine auto: pyarrow or Spark local[2]; ARGS=--delete-source …)
 	$(VENV)/bin/lakeflow compact $(ARGS)
 
-bench-compact: install  ## compaction rows/s vs a single-process pyarrow baseline, at 1,000,000 and 100,000 readings
+spark-up: install $(PACKAGE_ZIP)  ## start a standalone Spark cluster from the pyspark wheel (master spark://127.0.0.1:$SPARK_MASTER_PORT, default 7077; one worker)
+	$(VENV)/bin/lakeflow spark up
+
+spark-down:  ## stop the standalone Spark cluster of make spark-up
+	$(VENV)/bin/lakeflow spark down
+
+bench-compact: install  ## compaction vs DuckDB and a pyarrow script (time, rows/s, peak RSS) at 1M and 10M readings (BENCH_SIZES=1m,10m); the engines' crossover
 	$(PY) bench/bench_compact.py $(ARGS)
+
+bench-longrun: install  ## 300 compaction runs of 20 new files over 200,000 compacted ones: last 50 vs first 50 (goal <= 1.2x), then maintain
+	$(PY) bench/bench_longrun.py $(ARGS)
 
 s3a-jars: install  ## hadoop-aws of pyspark's Hadoop version + AWS SDK v2 modules for Spark's s3a:// (build/jars/spark-hadoop-*/)
 	$(PY) -m lakeflow.jars spark
@@ -136,5 +160,5 @@ bench-harvest: install $(BENCH_DH_VENV)/bin/datahub  ## lakeflow harvest vs Data
 	$(PY) bench/bench_harvest.py --datahub-venv $(BENCH_DH_VENV) $(ARGS)
 
 # --- long-running safety (docs/operations.md) --------------------------------------------------
-chaos: install $(JAR) $(PACKAGE_ZIP)  ## fault injection, real processes: TaskManager and spark-submit kills, bad files, Lakekeeper/OAuth/Flink REST faults (< 15 min)
+chaos: install $(JAR) $(PACKAGE_ZIP)  ## fault injection, real processes: TaskManager, spark-submit and Spark executor kills, bad files, Lakekeeper/OAuth/Flink REST faults (< 15 min)
 	$(PY) -m tests.chaos.run $(ARGS)

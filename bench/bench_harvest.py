@@ -65,7 +65,7 @@ def main() -> int:
     finally:
         if args.keep_cluster and not args.rest_url:
             print(f"cluster kept running: --rest-url {rest_url}; stop it with "
-                  f"python -m lakeflow.flink_cluster down --home {cluster.home}")
+                  f"lakeflow flink down --home {cluster.home}")
         elif not args.rest_url:
             cluster.stop()
 

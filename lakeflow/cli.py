@@ -9,29 +9,44 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 
 from lakeflow import __version__
 
 COMMAND_MODULES = (
     "lakeflow.catalog.commands",
     "lakeflow.ingest.commands",
+    "lakeflow.spark_cluster",
     "lakeflow.compaction.commands",
+    "lakeflow.compaction.maintain",
+    "lakeflow.compaction.status",
+    "lakeflow.query",
     "lakeflow.lineage.commands",
     "lakeflow.stack",
     "lakeflow.aws_profile",
+    "lakeflow.demo",
 )
 # Libraries whose DEBUG log is the wire: py4j every JVM command (Spark conf values, fs.s3a keys and
 # session tokens included), botocore signed requests, urllib3 request lines. Never below INFO.
 WIRE_LOGGERS = ("py4j", "botocore", "s3transfer", "urllib3")
 
 
+def shown(*args: str) -> str:
+    """A ``lakeflow`` command line as a user can paste it from here: ``.venv/bin/lakeflow …`` (the
+    script beside this interpreter, relative to the current directory when below it)."""
+    script = Path(sys.executable).parent / "lakeflow"
+    rel = os.path.relpath(script)
+    return " ".join([str(script) if rel.startswith("..") else rel, *args])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakeflow",
         description="Stream IoT sensor data with Flink into Lakekeeper, compact it with Spark "
-                    "into Iceberg, and harvest the lineage of both.",
+        "into Iceberg, and harvest the lineage of both.",
     )
     parser.add_argument("--version", action="version", version=f"lakeflow {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -47,15 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lakeflow`` script; returns the exit code."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     for name in WIRE_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
-    from lakeflow.settings import SettingsError
     from lakeflow.catalog.base import CatalogError
+    from lakeflow.settings import SettingsError
 
     try:
         return int(args.handler(args) or 0)

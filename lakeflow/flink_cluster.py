@@ -4,8 +4,10 @@ Everything private to one directory: its own ``FLINK_CONF_DIR`` (copied from ``p
 REST on localhost at a chosen port, its own RPC port, pid and log directories — so a stop never
 touches another cluster on the machine, nor a process that took over a stale pid file's number
 (a pid counts only while ``/proc/<pid>/cmdline`` shows a Flink daemon of this conf dir). The
-daemons start without the caller's secret variables (TOKEN, OAUTH_CLIENT_SECRET, …). Used by
-``make cluster-up`` / ``cluster-down`` and tests.
+daemons start without the caller's secret variables (TOKEN, OAUTH_CLIENT_SECRET, …). Opt-in:
+Flink's SQL Gateway (:meth:`FlinkCluster.start_sql_gateway`), REST on 127.0.0.1, submitting to
+this cluster and stopped with it. Used by ``lakeflow flink up|down`` (``make cluster-up`` /
+``cluster-down``) and tests.
 """
 
 from __future__ import annotations
@@ -13,23 +15,27 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 import requests
 import yaml
 
+from lakeflow.processes import all_pids, cmdline, kill_first, stop_all
 from lakeflow.secret import is_secret_key, write_private
 
 log = logging.getLogger(__name__)
 
 # The main classes of the JobManager and TaskManager JVMs the distribution's scripts start.
-DAEMON_CLASSES = ("org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint",
-                  "org.apache.flink.runtime.taskexecutor.TaskManagerRunner")
+DAEMON_CLASSES = (
+    "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint",
+    "org.apache.flink.runtime.taskexecutor.TaskManagerRunner",
+)
+SQL_GATEWAY_CLASS = "org.apache.flink.table.gateway.SqlGateway"
 STOP_TIMEOUT_S = 10.0  # SIGTERM, then SIGKILL (as the distribution's stop scripts wait)
 
 
@@ -55,10 +61,19 @@ class FlinkCluster:
     """One JobManager + one TaskManager under ``home`` (conf/, log/, pid/); ``conf`` goes into their
     config.yaml, ``env`` into the environment they start with (e.g. an AWS profile's variables)."""
 
-    def __init__(self, home: Path, rest_port: int = 8081, rpc_port: int = 6123, slots: int = 2,
-                 conf: Optional[Mapping[str, Any]] = None, env: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        rest_port: int = 8081,
+        rpc_port: int = 6123,
+        slots: int = 2,
+        conf: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+        lib_jars: Sequence[Path] = (),
+    ) -> None:
         self.home = Path(home).resolve()
         self._env = dict(env or {})
+        self.lib_jars = tuple(Path(j).resolve() for j in lib_jars)  # on every JVM's classpath (lib/)
         self.rest_port = rest_port
         self.conf_dir = self.home / "conf"
         self.log_dir = self.home / "log"
@@ -86,6 +101,10 @@ class FlinkCluster:
     def rest_url(self) -> str:
         return f"http://localhost:{self.rest_port}"
 
+    @property
+    def sql_gateway_dir(self) -> Path:
+        return self.home / "sql-gateway"
+
     def env(self) -> dict[str, str]:
         """Environment for the ``flink`` CLI aimed at this cluster (the job it submits may need the
         caller's secrets: they stay in)."""
@@ -98,12 +117,27 @@ class FlinkCluster:
 
     def _env_over(self, base: Mapping[str, str]) -> dict[str, str]:
         venv_bin = str(Path(sys.executable).parent)
-        return {**base, **self._env, "FLINK_CONF_DIR": str(self.conf_dir), "FLINK_LOG_DIR": str(self.log_dir),
-                "FLINK_PID_DIR": str(self.pid_dir), "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"}
+        lib = {"FLINK_LIB_DIR": str(self.lib_dir)} if self.lib_jars else {}
+        return {
+            **base,
+            **self._env,
+            "FLINK_CONF_DIR": str(self.conf_dir),
+            "FLINK_LOG_DIR": str(self.log_dir),
+            "FLINK_PID_DIR": str(self.pid_dir),
+            "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",
+            **lib,
+        }
+
+    @property
+    def lib_dir(self) -> Path:
+        """With ``lib_jars``: the daemons' and the CLI's ``FLINK_LIB_DIR``, the wheel's ``lib/`` jars
+        and those (symbolic links). A listener named in ``conf`` (e.g. lakeflow's native-lineage
+        ``JobStatusChangedListener``) must be loadable by every job, also one not shipping its jar."""
+        return self.home / "lib"
 
     def write_conf(self) -> None:
         """Copy the wheel's conf/ and write our settings into config.yaml (mode 0600: a caller's
-        ``conf`` may hold secrets; ``lakeflow ingest cluster-up`` puts none there)."""
+        ``conf`` may hold secrets; ``lakeflow flink up`` puts none there)."""
         src = flink_home() / "conf"
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         for f in src.iterdir():
@@ -111,10 +145,17 @@ class FlinkCluster:
                 shutil.copy(f, self.conf_dir / f.name)
         base = _flatten(yaml.safe_load((src / "config.yaml").read_text()) or {})
         merged = {**base, **self._conf}
-        write_private(self.conf_dir / "config.yaml", yaml.safe_dump(
-            {k: merged[k] for k in sorted(merged)}, default_flow_style=False, width=10_000))
+        write_private(
+            self.conf_dir / "config.yaml",
+            yaml.safe_dump({k: merged[k] for k in sorted(merged)}, default_flow_style=False, width=10_000),
+        )
         for d in (self.log_dir, self.pid_dir):
             d.mkdir(parents=True, exist_ok=True)
+        if self.lib_jars:
+            shutil.rmtree(self.lib_dir, ignore_errors=True)
+            self.lib_dir.mkdir(parents=True)
+            for jar in [*sorted((flink_home() / "lib").glob("*.jar")), *self.lib_jars]:
+                (self.lib_dir / jar.name).symlink_to(jar)
 
     def start(self, timeout: float = 90.0) -> None:
         """Start the JobManager and a TaskManager; return once a TaskManager has registered."""
@@ -133,42 +174,108 @@ class FlinkCluster:
         self.stop()
         raise TimeoutError(f"Flink cluster did not come up within {timeout:.0f}s; logs in {self.log_dir}")
 
-    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
-        """Stop this cluster's daemons, and only them: SIGTERM, SIGKILL after ``timeout`` seconds;
-        then remove the pid files (a pid in them that is not ours is left alone)."""
-        pids = self._pids()
-        _signal(pids, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while pids and time.monotonic() < deadline:
-            time.sleep(0.2)
-            pids = [pid for pid in pids if self._ours(pid)]
-        _signal(pids, signal.SIGKILL)
-        for f in self.pid_dir.glob("*.pid") if self.pid_dir.exists() else ():
+    def stop(self, timeout: float = STOP_TIMEOUT_S, kind: str = "") -> None:
+        """Stop this cluster's daemons (its SQL Gateway included), and only them: SIGTERM, SIGKILL
+        after ``timeout`` seconds; then remove the pid files (a pid in them that is not ours is left
+        alone). ``kind`` stops one kind only (``sql-gateway``, ``taskexecutor``). Without ``kind``,
+        also any other process naming this cluster's private conf dir (a daemon still starting, a
+        script's helper JVM)."""
+        pids = self._pids(kind)
+        if not kind:
+            pids += [pid for pid in self._stragglers() if pid not in pids]
+        stop_all(pids, lambda pid: self._ours(pid) or pid in self._stragglers(), timeout)
+        for f in self.pid_dir.glob(f"*{kind}.pid") if self.pid_dir.exists() else ():
             f.unlink()
+
+    def start_sql_gateway(
+        self, port: int, conf: Mapping[str, Any] | None = None, jars: Sequence[Path] = (), timeout: float = 90.0
+    ) -> str:
+        """Start Flink's SQL Gateway for this running cluster (the wheel's ``bin/sql-gateway.sh``);
+        return its REST URL, ``http://127.0.0.1:<port>``, once it answers.
+
+        Its jar (:func:`lakeflow.jars.sql_gateway_jar`, fetched if need be) and any ``jars`` (e.g. a
+        catalog's) go on the gateway's classpath only, through its own ``opt/`` and ``lib/`` folders
+        under :attr:`sql_gateway_dir`; ``conf`` (e.g. ``table.catalog-store.*``) is added to a copy of
+        the cluster's configuration, which also tells it where to submit jobs."""
+        from lakeflow.jars import sql_gateway_jar
+
+        gateway_jar = sql_gateway_jar()
+        home, wheel = self.sql_gateway_dir, flink_home()
+        opt, lib, conf_dir = home / "opt", home / "lib", home / "conf"
+        for folder, links in (
+            (opt, [gateway_jar, *wheel.glob("opt/flink-python-*.jar")]),
+            (lib, [*wheel.glob("lib/*.jar"), *jars] if jars else []),
+        ):
+            shutil.rmtree(folder, ignore_errors=True)
+            for jar in links:
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / Path(jar).name).symlink_to(Path(jar).resolve())
+        shutil.copytree(self.conf_dir, conf_dir, dirs_exist_ok=True)
+        settings = {
+            **yaml.safe_load((self.conf_dir / "config.yaml").read_text()),
+            "sql-gateway.endpoint.rest.address": "127.0.0.1",
+            "sql-gateway.endpoint.rest.bind-address": "127.0.0.1",
+            "sql-gateway.endpoint.rest.port": port,
+            **dict(conf or {}),
+        }
+        write_private(
+            conf_dir / "config.yaml",
+            yaml.safe_dump({k: settings[k] for k in sorted(settings)}, default_flow_style=False, width=10_000),
+        )
+        env = {
+            "FLINK_CONF_DIR": str(conf_dir),
+            "FLINK_OPT_DIR": str(opt),
+            **({"FLINK_LIB_DIR": str(lib)} if jars else {}),
+        }
+        self._script("sql-gateway.sh", "start", env=env)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{url}/v1/info", timeout=2).ok:
+                    log.info("SQL Gateway up at %s", url)
+                    return url
+            except requests.RequestException:
+                pass
+            if not self._pids("sql-gateway"):
+                break
+            time.sleep(0.5)
+        self.stop(kind="sql-gateway")
+        raise TimeoutError(f"the SQL Gateway did not come up within {timeout:.0f}s; logs in {self.log_dir}")
+
+    def sql_gateway_running(self) -> bool:
+        return bool(self._pids("sql-gateway"))
 
     def taskmanager_pids(self) -> list[int]:
         return self._pids("taskexecutor")
 
     def kill_taskmanager(self) -> int:
         """SIGKILL the TaskManager (fault injection); returns its pid. See ``start_taskmanager``."""
-        pids = self.taskmanager_pids()
-        if not pids:
-            raise RuntimeError("no TaskManager running")
-        os.kill(pids[0], signal.SIGKILL)
-        return pids[0]
+        return kill_first(self.taskmanager_pids(), "TaskManager")
 
     def start_taskmanager(self) -> None:
         self._script("taskmanager.sh", "start")
 
-    def flink(self, args: Sequence[str], env: Optional[Mapping[str, str]] = None,
-              timeout: Optional[float] = None) -> subprocess.CompletedProcess:
+    def flink(
+        self, args: Sequence[str], env: Mapping[str, str] | None = None, timeout: float | None = None
+    ) -> subprocess.CompletedProcess:
         """Run the ``flink`` CLI against this cluster (output captured)."""
-        return subprocess.run([str(flink_home() / "bin" / "flink"), *args], env={**self.env(), **(env or {})},
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [str(flink_home() / "bin" / "flink"), *args],
+            env={**self.env(), **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
-    def _script(self, name: str, *args: str) -> None:
-        proc = subprocess.run([str(flink_home() / "bin" / name), *args], env=self.daemon_env(),
-                              capture_output=True, text=True, timeout=120)
+    def _script(self, name: str, *args: str, env: Mapping[str, str] | None = None) -> None:
+        proc = subprocess.run(
+            [str(flink_home() / "bin" / name), *args],
+            env={**self.daemon_env(), **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"{name} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
 
@@ -182,53 +289,18 @@ class FlinkCluster:
             pids += [int(word) for word in f.read_text().split() if word.isdigit() and self._ours(int(word))]
         return pids
 
+    def _stragglers(self) -> list[int]:
+        """Processes other than this one whose command line names this cluster's conf dir."""
+        conf = str(self.conf_dir)
+        return [
+            pid
+            for pid in all_pids()
+            if pid != os.getpid() and any(a.endswith(conf) or f"{conf}/" in a for a in cmdline(pid))
+        ]
+
     def _ours(self, pid: int) -> bool:
         """Whether ``pid`` runs a Flink daemon started with this cluster's conf dir (Linux ``/proc``)."""
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:  # gone, or not ours to read
-            return False
+        argv = cmdline(pid)
+        if SQL_GATEWAY_CLASS in argv:  # started without --configDir: its log4j setting names its conf dir
+            return f"-Dlog4j.configurationFile=file:{self.sql_gateway_dir / 'conf'}/log4j.properties" in argv
         return any(c in argv for c in DAEMON_CLASSES) and str(self.conf_dir) in argv
-
-
-def _signal(pids: Sequence[int], sig: signal.Signals) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m lakeflow.flink_cluster up|down|status`` (what ``make cluster-up/down`` run)."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m lakeflow.flink_cluster",
-                                     description="A local standalone Flink cluster from the apache-flink wheel.")
-    parser.add_argument("action", choices=["up", "down", "status"])
-    parser.add_argument("--home", type=Path, default=Path(os.environ.get("LAKEFLOW_HOME", ".lakeflow")) / "cluster",
-                        help="private directory for conf/, log/, pid/ (default $LAKEFLOW_HOME/cluster)")
-    parser.add_argument("--rest-port", type=int, default=int(os.environ.get("FLINK_REST_PORT", "8081")),
-                        help="REST/web UI port on localhost (default $FLINK_REST_PORT or 8081)")
-    parser.add_argument("--rpc-port", type=int, default=int(os.environ.get("FLINK_RPC_PORT", "6123")),
-                        help="JobManager RPC port (default $FLINK_RPC_PORT or 6123)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    cluster = FlinkCluster(args.home, rest_port=args.rest_port, rpc_port=args.rpc_port)
-    if args.action == "up":
-        if cluster.running():
-            print(f"already running: {cluster.rest_url}")
-            return 0
-        cluster.start()
-        print(f"Flink cluster up: {cluster.rest_url}  (FLINK_CONF_DIR={cluster.conf_dir}, logs {cluster.log_dir})")
-    elif args.action == "down":
-        cluster.stop()
-        print("Flink cluster stopped")
-    else:
-        print(f"running at {cluster.rest_url}" if cluster.running() else "not running")
-        return 0 if cluster.running() else 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

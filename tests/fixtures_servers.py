@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,12 +15,12 @@ from typing import Iterator
 import pytest
 import requests
 
+from lakeflow.http import free_ports
+
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (bind port 0 and read it back)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on 127.0.0.1 right now."""
+    return free_ports(1)[0]
 
 
 def wait_http(url: str, timeout: float = 30.0) -> None:

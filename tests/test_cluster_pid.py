@@ -40,7 +40,7 @@ def test_a_stale_pid_file_does_not_get_another_process_killed(tmp_path):
         for kind in ("standalonesession", "taskexecutor"):
             (cluster.pid_dir / f"flink-someone-{kind}.pid").write_text(f"{other.pid}\n")
         assert not cluster.running() and cluster.taskmanager_pids() == []
-        down = subprocess.run([sys.executable, "-m", "lakeflow.flink_cluster", "down", "--home", str(cluster.home)],
+        down = subprocess.run([sys.executable, "-m", "lakeflow.cli", "flink", "down", "--home", str(cluster.home)],
                               capture_output=True, text=True, timeout=60)
         assert down.returncode == 0, down.stderr
         cluster.stop()

@@ -330,7 +330,7 @@ def test_ingestion_and_compaction_runs_leave_no_secret_behind(world: World, tmp_
 
 @pytest.mark.slow
 def test_cluster_up_on_s3_keeps_every_key_out_of_the_cluster(world: World, tmp_path: Path):
-    """`lakeflow ingest cluster-up` for an S3 table starts a real standalone cluster with the table's
+    """`lakeflow flink up` for an S3 table starts a real standalone cluster with the table's
     AWS profile in its environment and keyless S3A settings in config.yaml. Flink logs every
     config.yaml property at start: neither its conf and logs nor the command's output hold a secret
     or a vended key, and the profile's credential_process, run by boto3 from the TaskManager's
@@ -348,7 +348,7 @@ def test_cluster_up_on_s3_keeps_every_key_out_of_the_cluster(world: World, tmp_p
     vended_before = len(world.lakekeeper.vended_access_keys)
     cluster = FlinkCluster(home)  # the one cluster-up starts: same home, so stop() finds its pids
     try:
-        done = lakeflow(env, "-v", "ingest", "cluster-up", "--home", str(home), "--rest-port", str(rest_port),
+        done = lakeflow(env, "-v", "flink", "up", "--home", str(home), "--rest-port", str(rest_port),
                         "--rpc-port", str(free_port()), timeout=240)
         assert done.returncode == 0, done.stderr[-2000:]
         overview = requests.get(f"http://localhost:{rest_port}/v1/overview", timeout=5).json()
