@@ -94,6 +94,16 @@ class LakeflowHome:
         return subprocess.Popen(cmd, env=self.env, cwd=self.home, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
+    def enter(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Make this process's environment and working directory those ``lakeflow compact`` sees
+        in this home (for in-process runs)."""
+        for key in list(os.environ):
+            if key not in self.env:
+                monkeypatch.delenv(key)
+        for key, value in self.env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.chdir(self.home)
+
     def iceberg_table(self, name: str = "sensor-readings-compacted"):
         from pyiceberg.catalog.sql import SqlCatalog
 

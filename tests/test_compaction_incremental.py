@@ -93,12 +93,7 @@ def compact(monkeypatch: pytest.MonkeyPatch, home: LakeflowHome, *args: str) -> 
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LakeflowHome:
     """A table holding BUCKETS hour buckets of the raw table, compacted in one run."""
     home = make_home(tmp_path)
-    for key in list(os.environ):
-        if key not in home.env:
-            monkeypatch.delenv(key)
-    for key, value in home.env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.chdir(home.home)
+    home.enter(monkeypatch)
     for h in range(BUCKETS):
         write_parts(home.raw, hour(h, "old"), 25, bucket_folders=True)
     r = compact(monkeypatch, home)

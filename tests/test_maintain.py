@@ -46,16 +46,6 @@ RUNS = 5
 OLD = time.time() - 3 * 86400           # an mtime older than every minimum age below
 
 
-def _env(home: LakeflowHome, monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process's environment as ``lakeflow compact`` would see it in ``home``."""
-    for key in list(os.environ):
-        if key not in home.env:
-            monkeypatch.delenv(key)
-    for key, value in home.env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.chdir(home.home)
-
-
 def compact_in_process(monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
     """One run of jobs/compact.py (arrow engine) in this process."""
     monkeypatch.setattr(sys, "argv", [str(JOB), "--engine", "arrow", *args])
@@ -116,7 +106,7 @@ def options(keep_last: int = 1, orphan_min_age_s: float = 3600, small_file_bytes
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LakeflowHome:
     """A compacted table after RUNS compaction runs: RUNS small files in each of two days, RUNS snapshots."""
     home = make_home(tmp_path)
-    _env(home, monkeypatch)
+    home.enter(monkeypatch)
     for n in range(RUNS):
         write_parts(home.raw, batch(n), 10)
         compact_in_process(monkeypatch)
