@@ -5,6 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 JAR := build/lakeflow-flink.jar
+PACKAGE_ZIP := build/lakeflow.zip
 JAVA_SRC := $(shell find java -name '*.java' 2>/dev/null)
 PYFLINK_DIR = $(shell $(PY) -c 'import pyflink, os; print(os.path.dirname(pyflink.__file__))')
 
@@ -42,7 +43,7 @@ DEMO_RECORDS = $(if $(FRESH_CLONE),NUM_RECORDS=1000 $(if $(BATCH_SIZE),,BATCH_SI
 run: install  ## run the sensor ingestion job (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings in ~20 s)
 	$(DEMO_RECORDS) $(PY) jobs/sensor_ingest.py $(ARGS)
 
-test: install lint s3-jars sql-gateway-jar  ## lint, then the test suite (real Flink + SQL Gateway, Spark, moto; jars fetched first; duration: README.md, Measured figures)
+test: install lint $(PACKAGE_ZIP) s3-jars sql-gateway-jar  ## lint, then the test suite (real Flink + SQL Gateway, Spark, moto; zip and jars built/fetched first; duration: README.md, Measured figures)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install  ## ruff (lint + format check) and mypy on lakeflow/ and jobs/ (settings in pyproject.toml)
@@ -66,7 +67,6 @@ cluster-down:  ## stop the local standalone Flink cluster (lakeflow flink down)
 	$(VENV)/bin/lakeflow flink down
 
 # --- ingestion (docs/ingestion.md) ---------------------------------------------------------
-PACKAGE_ZIP := build/lakeflow.zip
 
 $(PACKAGE_ZIP): $(STAMP) $(shell find lakeflow -name '*.py')
 	@mkdir -p build

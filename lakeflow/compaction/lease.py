@@ -88,7 +88,8 @@ class Lease:
             self.generation = generation
         if not self._next(released=False):
             raise CompactionBusy(
-                f"another compaction of {self.what} took the lease just now; lease {self.storage.uri(LEASE_DIR)}"
+                f"another compaction of {self.what} is running (it took the lease just now); "
+                f"lease {self.storage.uri(LEASE_DIR)}"
             )
         self._prune()
         self._renewer = threading.Thread(target=self._renew, name="lakeflow-lease", daemon=True)
