@@ -37,6 +37,7 @@ DAEMON_CLASSES = (
 )
 SQL_GATEWAY_CLASS = "org.apache.flink.table.gateway.SqlGateway"
 STOP_TIMEOUT_S = 10.0  # SIGTERM, then SIGKILL (as the distribution's stop scripts wait)
+PID_GRACE_S = 15.0  # a daemon whose pid file is still missing this long after its start script is gone
 
 
 def flink_home() -> Path:
@@ -229,7 +230,8 @@ class FlinkCluster:
         }
         self._script("sql-gateway.sh", "start", env=env)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         while time.monotonic() < deadline:
             try:
                 if requests.get(f"{url}/v1/info", timeout=2).ok:
@@ -237,8 +239,8 @@ class FlinkCluster:
                     return url
             except requests.RequestException:
                 pass
-            if not self._pids("sql-gateway"):
-                break
+            if not self._pids("sql-gateway") and time.monotonic() - started > PID_GRACE_S:
+                break  # its pid file may appear a moment after the script returns; then it died
             time.sleep(0.5)
         self.stop(kind="sql-gateway")
         raise TimeoutError(f"the SQL Gateway did not come up within {timeout:.0f}s; logs in {self.log_dir}")
@@ -291,11 +293,11 @@ class FlinkCluster:
 
     def _stragglers(self) -> list[int]:
         """Processes other than this one whose command line names this cluster's conf dir."""
-        conf = str(self.conf_dir)
+        confs = (str(self.conf_dir), str(self.sql_gateway_dir / "conf"))
         return [
             pid
             for pid in all_pids()
-            if pid != os.getpid() and any(a.endswith(conf) or f"{conf}/" in a for a in cmdline(pid))
+            if pid != os.getpid() and any(a.endswith(conf) or f"{conf}/" in a for a in cmdline(pid) for conf in confs)
         ]
 
     def _ours(self, pid: int) -> bool:
