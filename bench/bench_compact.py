@@ -13,7 +13,8 @@ the same files in the same run, each in its own process, timed end to end with i
 
 Ratios are throughput relative to DuckDB. The crossover is where the two engines' times, fitted
 as ``fixed + per-row cost`` over the sizes measured, meet — the batch size above which Spark is
-the faster engine on this machine. Generated files are cached under ``build/bench/``. Not a test:
+the faster engine on this machine; then arrow's peak memory per raw byte, which sets how large a
+batch ``auto`` gives arrow when no crossover does (:func:`lakeflow.compaction.engine.arrow_max_bytes`). Generated files are cached under ``build/bench/``. Not a test:
 figures vary with the machine and its load.
 """
 
@@ -234,6 +235,22 @@ def main() -> int:
         per_row = next(iter(results.values()))["arrow"]["raw_bytes"] / next(iter(results))
         print(f"crossover: Spark is faster above ~{cross:,.0f} readings ≈ {cross * per_row / 2**20:,.0f} MiB of raw "
               f"JSON (COMPACT_ARROW_MAX_MB)")
+    memory_bound(results)
+    return 0
+
+
+def memory_bound(results: dict[int, dict[str, dict]]) -> None:
+    """arrow's peak RSS per raw byte at the largest size, against the factor ``auto`` assumes, and the
+    largest batch ``auto`` gives arrow on this machine now."""
+    from lakeflow.compaction.engine import ARROW_PEAK_PER_RAW_BYTE, arrow_max_bytes
+
+    largest = results[max(results)]["arrow"]
+    factor = largest["rss"] / largest["raw_bytes"]
+    limit = arrow_max_bytes(None)
+    print(f"arrow's peak RSS: {factor:.2f}× its batch's raw bytes at {max(results):,} readings "
+          f"(auto assumes {ARROW_PEAK_PER_RAW_BYTE}×{'' if factor <= ARROW_PEAK_PER_RAW_BYTE else ' — TOO LOW'}); "
+          f"auto gives arrow batches up to {limit / 2**20:,.0f} MiB of raw JSON on this machine now "
+          f"(≈ {limit / largest['raw_bytes'] * max(results):,.0f} readings), spark above")
     return 0
 
 

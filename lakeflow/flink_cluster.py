@@ -58,6 +58,16 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+# Flink's PythonEnvUtils logs the whole environment of every Python process it starts (`flink run
+# -py`, the Python workers) at INFO: secrets a caller exported (OPENLINEAGE_API_KEY for the lineage
+# listener, AWS keys …) would land in the logs. Its INFO lines say nothing else a user needs.
+QUIET_ENV_DUMP = """
+# lakeflow: PythonEnvUtils logs Python processes' whole environment (secrets included) at INFO
+logger.lakeflow_python_env.name = org.apache.flink.client.python.PythonEnvUtils
+logger.lakeflow_python_env.level = WARN
+"""
+
+
 class FlinkCluster:
     """One JobManager + one TaskManager under ``home`` (conf/, log/, pid/); ``conf`` goes into their
     config.yaml, ``env`` into the environment they start with (e.g. an AWS profile's variables)."""
@@ -137,13 +147,17 @@ class FlinkCluster:
         return self.home / "lib"
 
     def write_conf(self) -> None:
-        """Copy the wheel's conf/ and write our settings into config.yaml (mode 0600: a caller's
-        ``conf`` may hold secrets; ``lakeflow flink up`` puts none there)."""
+        """Copy the wheel's conf/ (its log4j files told :data:`QUIET_ENV_DUMP`) and write our settings
+        into config.yaml (mode 0600: a caller's ``conf`` may hold secrets; ``lakeflow flink up`` puts
+        none there)."""
         src = flink_home() / "conf"
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         for f in src.iterdir():
             if f.name != "config.yaml":
                 shutil.copy(f, self.conf_dir / f.name)
+            if f.name.startswith("log4j") and f.name.endswith(".properties"):
+                with open(self.conf_dir / f.name, "a") as props:
+                    props.write(QUIET_ENV_DUMP)
         base = _flatten(yaml.safe_load((src / "config.yaml").read_text()) or {})
         merged = {**base, **self._conf}
         write_private(

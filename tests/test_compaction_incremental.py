@@ -218,7 +218,9 @@ def test_raw_retention_deletes_only_files_compacted_long_enough_ago(home: Lakefl
     buckets = index(home)["buckets"]
     assert set(buckets) == {new_bucket, old_bucket, bucket(1)}
     assert (buckets[old_bucket]["files"], buckets[old_bucket]["compacted"]) == (1, 0)
-    assert compact(monkeypatch, home, "--raw-retention", "1d")["list_requests"] == 1 + 2
+    # emptied bucket folders are removed: only those still holding files are left to list
+    assert sorted(p.name for p in home.raw.iterdir()) == sorted([old_bucket, bucket(1), new_bucket])
+    assert compact(monkeypatch, home, "--raw-retention", "1d")["list_requests"] == 1 + 1  # top + the window
     assert rows(home) == 50 * BUCKETS + 10
 
 

@@ -182,6 +182,31 @@ def lease_storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
     return _s3_storage(request.getfixturevalue("moto_server"), f"lease-{uuid.uuid4().hex[:12]}")
 
 
+def test_delete_many_deletes_in_batches_and_leaves_no_empty_folders(lease_storage: Storage,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retention and maintenance delete through ``delete_many``: on S3 in DeleteObjects requests of
+    ``DELETE_BATCH`` keys (1,000; 4 here), a missing key no error (moto's server); local folders left
+    empty go, a folder still holding a file stays."""
+    from lakeflow.compaction import files
+
+    monkeypatch.setattr(files, "DELETE_BATCH", 4)
+    storage = lease_storage
+    rels = [f"2025-11-21--{n % 3:02d}/part-a-0-{n}.json" for n in range(10)]
+    for rel in [*rels, "2025-11-21--02/keep.json"]:
+        storage.write(rel, b"[]")
+    calls: list[int] = []
+    if not storage.is_local:
+        storage._s3().meta.events.register("provide-client-params.s3.DeleteObjects",
+                                           lambda params, **_: calls.append(len(params["Delete"]["Objects"])))
+    storage.delete_many([*rels, "2025-11-21--00/never-written.json"])
+    assert [e.rel for e in storage.list()] == ["2025-11-21--02/keep.json"]
+    if storage.is_local:
+        root = Path(storage.location.removeprefix("file://"))
+        assert sorted(p.name for p in root.iterdir()) == ["2025-11-21--02"]
+    else:
+        assert calls == [4, 4, 3]
+
+
 def test_conditional_create_lets_one_writer_win(lease_storage: Storage) -> None:
     assert lease_storage.create("x/one.json", b"a") is True
     assert lease_storage.create("x/one.json", b"b") is False

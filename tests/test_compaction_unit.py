@@ -388,3 +388,39 @@ def test_spark_tuning_for_many_small_files() -> None:
                                          "spark.sql.files.openCostInBytes": "131072"}
     assert tuning(64, local_raw=False) == {"spark.sql.shuffle.partitions": "128"}
     assert table_options(None) == {}
+
+
+# --- auto: which engine a batch gets -------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["v2", "v1"])
+def test_auto_gives_arrow_what_fits_in_half_the_memory_left_under_the_containers_limit(
+        layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakeflow import memory
+    from lakeflow.compaction.engine import ARROW_PEAK_PER_RAW_BYTE, arrow_max_bytes, choose
+
+    group = tmp_path / ("memory/pod-1" if layout == "v1" else "pod-1")
+    group.mkdir(parents=True)
+    limit, usage = ("memory.limit_in_bytes", "memory.usage_in_bytes") if layout == "v1" else ("memory.max",
+                                                                                              "memory.current")
+    (group / limit).write_text(f"{4 << 30}\n")
+    (group / usage).write_text(f"{1 << 30}\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:memory:/pod-1\n1:cpu:/\n" if layout == "v1" else "0::/pod-1\n")
+    monkeypatch.setattr(memory, "CGROUP", tmp_path)
+    monkeypatch.setattr(memory, "PROC_CGROUP", proc)
+    assert memory.total_bytes() == min(4 << 30, memory.os.sysconf("SC_PAGE_SIZE") * memory.os.sysconf("SC_PHYS_PAGES"))
+    assert memory.available_bytes() <= 3 << 30                      # 4 GiB limit, 1 GiB used
+    fits = arrow_max_bytes(None)
+    assert fits == int(memory.available_bytes() / 2 / ARROW_PEAK_PER_RAW_BYTE) > 0
+    assert (choose("auto", fits, fits), choose("auto", fits + 1, fits)) == ("arrow", "spark")
+    assert arrow_max_bytes(5 << 20) == 5 << 20                      # COMPACT_ARROW_MAX_MB wins
+    assert choose("spark", 1, fits) == "spark" and choose("arrow", 10 * fits, fits) == "arrow"
+    (group / limit).write_text("max\n" if layout == "v2" else f"{2**63 - 4096}\n")  # no limit: the machine's
+    assert memory.total_bytes() == memory.os.sysconf("SC_PAGE_SIZE") * memory.os.sysconf("SC_PHYS_PAGES")
+
+
+def test_compact_arrow_max_mb_unset_means_by_memory_and_set_is_a_number_of_mib(tmp_path: Path) -> None:
+    assert load_config([], settings_env(tmp_path)).arrow_max_bytes is None
+    assert load_config([], settings_env(tmp_path, COMPACT_ARROW_MAX_MB="64")).arrow_max_bytes == 64 << 20
+    with pytest.raises(SettingsError, match="COMPACT_ARROW_MAX_MB"):
+        load_config([], settings_env(tmp_path, COMPACT_ARROW_MAX_MB="0"))

@@ -237,6 +237,30 @@ def test_cluster_up_prints_the_profile_and_the_static_token_note(
         assert secret not in out + err + config
 
 
+def test_cluster_up_hands_the_lineage_endpoint_to_the_listener_and_its_key_to_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from lakeflow.cli import main
+    from lakeflow.flink_cluster import FlinkCluster
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("LAKEFLOW_HOME", str(home))
+    monkeypatch.setenv("OPENLINEAGE_API_KEY", "ol-secret-key-123")
+    started: list[FlinkCluster] = []
+    monkeypatch.setattr(FlinkCluster, "start", lambda self, timeout=90.0: started.append(self) or self.write_conf())
+    args = ["flink", "up", "--home", str(tmp_path / "cluster"), "--rest-port", "1",
+            "--openlineage-url", "https://user:pw@datahub.example.com:8443/", "--openlineage-endpoint",
+            "openapi/openlineage/api/v1/lineage"]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    config = (tmp_path / "cluster" / "conf" / "config.yaml").read_text()
+    assert "lakeflow.lineage.url: https://user:pw@datahub.example.com:8443/openapi/openlineage/api/v1/lineage" in config
+    assert started[0].env()["OPENLINEAGE_API_KEY"] == "ol-secret-key-123"
+    assert f"into {home / 'lineage'} and to https://user:***@datahub.example.com:8443/openapi/openlineage" in out
+    assert "ol-secret-key-123" not in out + err + config and "pw@" not in out + err
+    assert main([*args, "--no-native-lineage"]) == 2
+    assert "--openlineage-url needs the lineage listener" in capsys.readouterr().err
+
+
 def test_a_cluster_for_a_local_table_needs_no_storage_settings(tmp_path: Path) -> None:
     from lakeflow.ingest.storage import cluster_storage
 

@@ -27,7 +27,7 @@ import pytest
 from lakeflow.catalog.errors import CommitConflict
 from lakeflow.compaction import maintain as maintain_module
 from lakeflow.compaction.commit import (LEDGER_PROPERTY, RUN_PROPERTY, SOURCE_PROPERTY, Target, commit,
-                                        iceberg_catalog, open_target)
+                                        iceberg_catalog, open_target, reachable)
 from lakeflow.compaction.config import MaintainOptions, load_config
 from lakeflow.compaction.maintain import (MAINTAIN_PROPERTY, MaintainReport, live_files, maintain, pending_runs,
                                           run_maintain)
@@ -171,7 +171,7 @@ def test_maintain_merges_expires_and_removes_orphans(home: LakeflowHome, monkeyp
     assert not storage.list(STAGING) and not pending_runs(storage)
     # what is left is what the table references (manifests of expired snapshots went with them), and
     # the young stray; the replaced small files stay while the current snapshot's manifests name them
-    referenced = maintain_module.reachable(table.io, snaps) | {table.metadata_location}
+    referenced = reachable(table.io, snaps) | {table.metadata_location}
     referenced |= {e.metadata_file for e in table.metadata.metadata_log}
     assert left - {storage.relative(u) for u in referenced} == {planted["young"]}
 
@@ -253,7 +253,7 @@ def _leftovers(target: Target) -> list[str]:
     """Files of rewrites that never committed: intents, staging, unreferenced data files."""
     table = target.table
     table.refresh()
-    live = {target.storage.relative(u) for u in maintain_module.reachable(table.io, table.metadata.snapshots)}
+    live = {target.storage.relative(u) for u in reachable(table.io, table.metadata.snapshots)}
     data = [e.rel for e in target.storage.list("data") if e.rel not in live]
     return data + [e.rel for e in target.storage.list(STATE_DIR) if "/intent-" in e.rel]
 
@@ -413,7 +413,7 @@ def test_maintain_on_the_rest_catalog(rest_target: Target) -> None:
     current = table.current_snapshot()
     assert current is not None and current.summary is not None and current.summary.get(RUN_PROPERTY)
     assert_sorted_files(target)
-    live = {target.storage.relative(u) for u in maintain_module.reachable(table.io, table.metadata.snapshots)}
+    live = {target.storage.relative(u) for u in reachable(table.io, table.metadata.snapshots)}
     on_s3 = {e.rel for e in target.storage.list("data")}
     assert on_s3 <= live and len(on_s3) == 4        # the merged file, and the replaced ones its delete entries name
     assert not target.storage.exists("data/stray.parquet")

@@ -131,17 +131,32 @@ def test_compaction_runs_are_not_flink_runs(tmp_path):
 
 # --- the real cluster -------------------------------------------------------------------------------
 
+API_KEY = "ol-key-" + uuid.uuid4().hex
+
+
 class _Endpoint:
-    """An OpenLineage HTTP endpoint recording what is POSTed (the listener's ``lakeflow.lineage.url``)."""
+    """An OpenLineage HTTP endpoint (the listener's ``lakeflow.lineage.url``) recording what is POSTed
+    with ``Bearer API_KEY``: 401 without it, and 503 the first time it sees each event."""
 
     def __init__(self) -> None:
         self.events: list[dict] = []
-        received = self.events
+        self.refused: list[int] = []
+        received, refused, seen = self.events, self.refused, set()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(201)
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Authorization") != f"Bearer {API_KEY}":
+                    status = 401
+                elif body not in seen:
+                    seen.add(body)
+                    status = 503
+                else:
+                    received.append(json.loads(body))
+                    status = 201
+                if status != 201:
+                    refused.append(status)
+                self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -179,7 +194,8 @@ def test_the_listener_and_the_harvest_agree(make_flink_cluster, endpoint, tmp_pa
     """One cluster with the listener (its jar in lib/): a SQL job that ships no lakeflow jar runs
     as before, and the packaged ingestion job's events name its table; the harvest agrees."""
     store, home = tmp_path / "lineage", tmp_path / "home"
-    cluster = make_flink_cluster(conf=native.listener_conf(store, endpoint.url), lib_jars=[JAR])
+    cluster = make_flink_cluster(conf=native.listener_conf(store, endpoint.url), lib_jars=[JAR],
+                                 env={"OPENLINEAGE_API_KEY": API_KEY})
     subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
     other = cluster.flink(["run", "-py", str(ROOT / "tests" / "harvest_jobs" / "batch.py")], timeout=300)
     assert other.returncode == 0, other.stdout[-3000:] + other.stderr[-3000:]
@@ -196,7 +212,13 @@ def test_the_listener_and_the_harvest_agree(make_flink_cluster, endpoint, tmp_pa
     events = [e for e in all_events if e["job"]["name"] == "lakeflow-ingest iot.sensor-readings"]
     assert [e["eventType"] for e in events] == ["START", "COMPLETE"]
     assert [e["eventType"] for e in all_events if e["job"]["name"] == "harvest-batch"] == ["START", "COMPLETE"]
-    assert sorted(endpoint.events, key=_key) == sorted(all_events, key=_key)  # the same events over HTTP
+    deadline = time.monotonic() + 10  # a refused POST is sent again 0.5 s later
+    while len(endpoint.events) < len(all_events) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sorted(endpoint.events, key=_key) == sorted(all_events, key=_key)  # the same events over HTTP,
+    assert endpoint.refused == [503] * len(all_events)  # each sent with the key, and again after a 503
+    logs = "".join(p.read_text(errors="replace") for p in cluster.log_dir.glob("*"))
+    assert API_KEY not in logs + proc.stdout + proc.stderr
     start, end = events
     job_id = start["run"]["runId"].replace("-", "")
     assert f"submitted Flink job {job_id}" in proc.stdout + proc.stderr

@@ -11,7 +11,7 @@ of adding rows twice or losing the other's ledger (the table disables pyiceberg'
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -164,18 +164,17 @@ class Target(TableFiles):
         return [task.file.file_path for task in scan.plan_files()]
 
 
-def referenced_files(table: Table) -> frozenset[str]:
-    """Every data file any snapshot of ``table`` references (read from the manifests)."""
-    io = table.io
-    seen: set[str] = set()
-    files: set[str] = set()
-    for snap in table.metadata.snapshots:
+def reachable(io: FileIO, snapshots: Iterable[Snapshot]) -> set[str]:
+    """Every file ``snapshots`` reference: manifest lists, manifests, and data files in any entry
+    (deleted ones too: a snapshot still being read may need them). Each manifest is read once."""
+    paths: set[str] = set()
+    for snap in snapshots:
+        paths.add(snap.manifest_list)
         for manifest in snap.manifests(io):
-            if manifest.manifest_path in seen:
-                continue
-            seen.add(manifest.manifest_path)
-            files.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=False))
-    return frozenset(files)
+            if manifest.manifest_path not in paths:
+                paths.add(manifest.manifest_path)
+                paths.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=False))
+    return paths
 
 
 def open_target(

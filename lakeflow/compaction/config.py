@@ -45,7 +45,7 @@ ENV_KEEP_LAST = "COMPACT_KEEP_LAST"
 ENV_ORPHAN_MIN_AGE = "COMPACT_ORPHAN_MIN_AGE"
 ENV_MAINTAIN_EVERY = "COMPACT_MAINTAIN_EVERY"
 DEFAULT_FILE_MB = 128
-DEFAULT_ARROW_MAX_MB = 256
+DEFAULT_GROUP_MB = 256  # maintenance: small Parquet files merged in memory at once (at most)
 DEFAULT_BYTES_PER_ROW = 40
 DEFAULT_DELETE_MIN_AGE = "15m"  # many checkpoint intervals: Flink re-commits a restored checkpoint's files
 DEFAULT_LEASE_TTL = "60s"
@@ -83,13 +83,14 @@ class CompactEnv(EnvModel):
         "auto",
         alias=ENV_ENGINE,
         description="Who parses and writes: auto | spark | arrow. auto = arrow (pyarrow in the driver, no JVM) "
-        f"for batches up to {ENV_ARROW_MAX_MB} of raw JSON, spark above; same output either way.",
+        f"for batches that fit in memory ({ENV_ARROW_MAX_MB}), spark above; same output either way.",
     )
-    arrow_max_mb: PositiveInt = Field(
-        DEFAULT_ARROW_MAX_MB,
+    arrow_max_mb: PositiveInt | None = Field(
+        None,
         alias=ENV_ARROW_MAX_MB,
-        description="auto: the largest batch (MiB of new raw JSON) the arrow engine takes; it holds ~3x that "
-        "in memory.",
+        description="auto: the largest batch (MiB of new raw JSON) the arrow engine takes; it holds ~2.2x that "
+        "in memory at its peak. Unset: what fits in half the memory available when the run starts "
+        "(the container's limit counts); spark above.",
     )
     delete_min_age_s: Duration = Field(
         parse_duration(DEFAULT_DELETE_MIN_AGE),
@@ -183,7 +184,7 @@ class MaintainOptions:
 
     target_file_bytes: int = DEFAULT_FILE_MB << 20  # merged files aim at this size
     small_file_bytes: int = (DEFAULT_FILE_MB << 20) * 3 // 4  # a file under this size is small
-    group_max_bytes: int = DEFAULT_ARROW_MAX_MB << 20  # small files merged in memory at once (at most)
+    group_max_bytes: int = DEFAULT_GROUP_MB << 20  # small files merged in memory at once (at most)
     expire_older_than_s: float = parse_duration(DEFAULT_EXPIRE_OLDER_THAN)
     keep_last: int = DEFAULT_KEEP_LAST
     orphan_min_age_s: float = parse_duration(DEFAULT_ORPHAN_MIN_AGE)
@@ -199,7 +200,7 @@ class CompactConfig:
     target_file_bytes: int  # aim for Parquet files of about this size
     bytes_per_row: int  # Parquet bytes per row assumed until the table has statistics
     engine: str  # auto | spark | arrow (lakeflow.compaction.engine)
-    arrow_max_bytes: int  # auto: batches of at most this many raw bytes go to the arrow engine
+    arrow_max_bytes: int | None  # auto: batches of at most this many raw bytes go to arrow (None: by memory)
     delete_source: bool  # delete compacted raw files after the commit …
     delete_min_age_s: float  # … once they are at least this old (Flink may re-commit younger ones)
     lease_ttl_s: float  # the lease on the table lapses this long after its holder stops renewing
@@ -230,7 +231,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=ENGINES,
         help=f"who parses and writes: spark, arrow (pyarrow in the driver), or auto — arrow "
-        f"for batches up to ${ENV_ARROW_MAX_MB} (default {DEFAULT_ARROW_MAX_MB}) MiB "
+        f"for batches that fit in memory (or up to ${ENV_ARROW_MAX_MB} MiB) "
         f"(${ENV_ENGINE}; default auto)",
     )
     parser.add_argument(
@@ -351,7 +352,7 @@ def load_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None
         target_file_bytes=env_.target_file_mb << 20,
         bytes_per_row=env_.bytes_per_row,
         engine=env_.engine,
-        arrow_max_bytes=env_.arrow_max_mb << 20,
+        arrow_max_bytes=None if env_.arrow_max_mb is None else env_.arrow_max_mb << 20,
         delete_source=args.delete_source,
         delete_min_age_s=env_.delete_min_age_s,
         lease_ttl_s=env_.lease_ttl_s,
@@ -366,7 +367,7 @@ def load_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None
         maintenance=MaintainOptions(
             target_file_bytes=env_.target_file_mb << 20,
             small_file_bytes=(env_.small_file_mb << 20 if env_.small_file_mb else (env_.target_file_mb << 20) * 3 // 4),
-            group_max_bytes=env_.arrow_max_mb << 20,
+            group_max_bytes=(env_.arrow_max_mb or DEFAULT_GROUP_MB) << 20,
             expire_older_than_s=env_.expire_older_than_s,
             keep_last=env_.keep_last,
             orphan_min_age_s=env_.orphan_min_age_s,

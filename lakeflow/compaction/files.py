@@ -9,6 +9,7 @@ through Hadoop with the table's S3A settings. The storage properties are Iceberg
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,7 @@ from lakeflow.uris import FILE, hadoop_uri, iceberg_uri, is_local
 if TYPE_CHECKING:
     import pyarrow as pa
 
+DELETE_BATCH = 1000  # keys per S3 DeleteObjects request (S3's maximum)
 _URI_PATH_SAFE = "/_-!.~'()*,;:$&+=@"  # java.net.URI leaves these unquoted in a path
 
 
@@ -225,6 +227,30 @@ class Storage:
         if self._fs.get_file_info(self._path(rel)).type != FileType.NotFound:
             self._fs.delete_file(self._path(rel))
 
+    def delete_many(self, rels: Sequence[str]) -> None:
+        """Delete files (missing ones are not an error): on S3 in ``DeleteObjects`` requests of up to
+        1,000 keys; on a local disk one by one, then each folder they were in that is left empty
+        (never the root)."""
+        if not self.is_local:
+            bucket, _, prefix = self._root.partition("/")
+            for start in range(0, len(rels), DELETE_BATCH):
+                keys = [{"Key": f"{prefix}/{r}" if prefix else r} for r in rels[start : start + DELETE_BATCH]]
+                errors = self._s3().delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True}).get("Errors")
+                if errors:  # (a missing key is no error in S3's DeleteObjects)
+                    first = errors[0]
+                    raise OSError(
+                        f"S3 DeleteObjects in {self.location}: {len(errors)} key(s) not deleted, "
+                        f"first {first.get('Key')}: {first.get('Code')} {first.get('Message')}"
+                    )
+            return
+        folders = set()
+        for rel in rels:
+            self.delete(rel)
+            folders.update(_parents(rel))
+        for folder in sorted(folders, key=lambda f: -f.count("/")):  # deepest first
+            with contextlib.suppress(OSError):  # not empty, or gone
+                os.rmdir(self._path(folder))
+
     def delete_dir(self, rel: str) -> None:
         """Delete a folder and everything under it; a missing folder is not an error."""
         from pyarrow.fs import FileType
@@ -278,6 +304,12 @@ class TableFiles:
             props["s3.endpoint"] = s3_endpoint
         s3a = None if is_local(location) else to_s3a(vended, s3_endpoint)
         return Storage(location, props), s3a
+
+
+def _parents(rel: str) -> list[str]:
+    """The folders ``rel`` is under, relative to the root (``a/b/c.json`` → ``a/b``, ``a``)."""
+    parts = rel.split("/")[:-1]
+    return ["/".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
 def _sync_dir(path: str) -> None:

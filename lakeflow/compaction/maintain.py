@@ -39,7 +39,7 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from lakeflow.catalog.errors import CommitConflict, iceberg_errors
-from lakeflow.compaction.commit import RUN_PROPERTY, Target
+from lakeflow.compaction.commit import RUN_PROPERTY, Target, reachable
 from lakeflow.compaction.config import (
     CompactConfig,
     MaintainOptions,
@@ -60,7 +60,6 @@ from lakeflow.readings import KEY, NAMES, TIME
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
@@ -331,18 +330,6 @@ def expirable(table: Table, options: MaintainOptions, now: datetime) -> list[Sna
     return [s for s in meta.snapshots if s.timestamp_ms < cutoff_ms and s.snapshot_id not in kept]
 
 
-def reachable(io: FileIO, snapshots: Iterable[Snapshot]) -> set[str]:
-    """Every file ``snapshots`` reference: manifest lists, manifests, and data files in any entry."""
-    paths: set[str] = set()
-    for snap in snapshots:
-        paths.add(snap.manifest_list)
-        for manifest in snap.manifests(io):
-            if manifest.manifest_path not in paths:
-                paths.add(manifest.manifest_path)
-                paths.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=False))
-    return paths
-
-
 def expire_snapshots(target: Target, options: MaintainOptions, lease: Lease | None, report: MaintainReport) -> None:
     """Expire old snapshots (pyiceberg's ``maintenance.expire_snapshots``), then delete the files only
     they referenced."""
@@ -359,8 +346,7 @@ def expire_snapshots(target: Target, options: MaintainOptions, lease: Lease | No
         table.maintenance.expire_snapshots().by_ids(report.snapshots_expired).commit()
     table.refresh()
     gone = sorted(_relative(target.storage, before - reachable(table.io, table.metadata.snapshots)))
-    for rel in gone:
-        target.storage.delete(rel)
+    target.storage.delete_many(gone)
     report.expired_files_deleted = len(gone)
     log.info("[maintain] %d snapshot(s) expired, %d file(s) only they referenced deleted", len(doomed), len(gone))
 
@@ -398,8 +384,8 @@ def remove_orphans(target: Target, options: MaintainOptions, lease: Lease | None
     if orphans and lease is not None:
         lease.check()
     for entry in orphans:
-        log.info("[maintain] orphan %s (%d bytes, %s): removed", entry.rel, entry.size, entry.mtime)
-        target.storage.delete(entry.rel)
+        log.info("[maintain] orphan %s (%d bytes, %s): removing", entry.rel, entry.size, entry.mtime)
+    target.storage.delete_many([e.rel for e in orphans])
 
 
 def pending_runs(storage: Storage) -> frozenset[str]:

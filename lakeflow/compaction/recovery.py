@@ -22,7 +22,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field
 
-from lakeflow.compaction.commit import Target, referenced_files
+from lakeflow.compaction.commit import Target, reachable
 from lakeflow.compaction.files import Storage
 from lakeflow.compaction.ledger import Ledger, drop_superseded
 from lakeflow.compaction.naming import (
@@ -112,7 +112,7 @@ class Recovered:
 def recover(target: Target, raw: Storage, ledger: Ledger) -> Recovered:
     """Tidy up after every earlier run that left an intent (see the module's docstring)."""
     done, storage = Recovered(), target.storage
-    referenced: frozenset[str] | None = None
+    referenced: set[str] | None = None
     for entry in storage.list(STATE_DIR):
         if not (
             entry.rel.startswith(f"{STATE_DIR}/intent-")
@@ -141,7 +141,7 @@ def recover(target: Target, raw: Storage, ledger: Ledger) -> Recovered:
             done.runs_deferred += 1
             continue
         if referenced is None:
-            referenced = referenced_files(target.table)
+            referenced = reachable(target.table.io, target.table.metadata.snapshots)
         kept = [rel for rel in intent.data_files if storage.uri(rel) in referenced]
         for rel in kept:
             log.error("[recover] run %s: %s is referenced by the table: kept", intent.run_id, rel)

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from lakeflow.compaction.commit import Target, commit, iceberg_catalog, open_target
 from lakeflow.compaction.config import CompactConfig
 from lakeflow.compaction.discover import PartListing, bucket_of, list_buckets, list_parts, window_start
-from lakeflow.compaction.engine import MALFORMED, Engine, FileSummary, choose
+from lakeflow.compaction.engine import MALFORMED, Engine, FileSummary, arrow_max_bytes, choose
 from lakeflow.compaction.files import FileEntry
 from lakeflow.compaction.lease import Lease
 from lakeflow.compaction.ledger import COMPACTED, QUARANTINED, Ledger, RunRecord, entries_for, load_ledger, save_ledger
@@ -143,13 +143,15 @@ def read_batch(run: Run, batch: Batch) -> None:
     if not batch.files:
         return
     c, size = run.config, sum(f.size for f in batch.files)
-    name = choose(c.engine, size, c.arrow_max_bytes)
+    arrow_max = arrow_max_bytes(c.arrow_max_bytes)
+    name = choose(c.engine, size, arrow_max)
     log.info(
-        "[read] engine %s (%s; %d bytes, arrow up to %d)",
+        "[read] engine %s (%s; %d bytes, arrow up to %d%s)",
         name,
         "chosen by size" if c.engine == "auto" else "as asked",
         size,
-        c.arrow_max_bytes,
+        arrow_max,
+        " by memory" if c.arrow_max_bytes is None else "",
     )
     run.report.engine = name
     run.engine = _open_engine(name, run.raw, run.target, f"lakeflow-compact {c.target_name}")
@@ -307,8 +309,7 @@ def tidy_up(run: Run, batch: Batch) -> None:
             f"older than {run.config.delete_min_age_s:g} s "
             f"({len(compacted) - len(files)} kept for now)",
         ):
-            for f in files:
-                run.raw.storage.delete(f.rel)
+            run.raw.storage.delete_many([f.rel for f in files])
         run.report.source_files_deleted = len(files)
 
 

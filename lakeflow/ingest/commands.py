@@ -67,6 +67,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="don't load lakeflow's lineage listener (jobs' OpenLineage events into the lineage store)",
     )
+    up.add_argument(
+        "--openlineage-url",
+        metavar="URL",
+        help="the listener also POSTs each event to this Marquez- or DataHub-compatible server "
+        "(API key from $OPENLINEAGE_API_KEY, given to the cluster's processes in their environment)",
+    )
+    up.add_argument(
+        "--openlineage-endpoint",
+        metavar="PATH",
+        default="api/v1/lineage",
+        help="the lineage endpoint under --openlineage-url (default api/v1/lineage, Marquez; "
+        "DataHub: openapi/openlineage/api/v1/lineage)",
+    )
     for p in (
         up,
         sub.add_parser("down", help="stop the cluster (and its SQL Gateway)"),
@@ -104,23 +117,40 @@ def _up(args: argparse.Namespace) -> int:
     from lakeflow.ingest.sink import jar_path
     from lakeflow.ingest.storage import cluster_storage
     from lakeflow.jars import JarsUnavailable
+    from lakeflow.lineage.config import HarvestEnv
     from lakeflow.lineage.native import listener_conf
-    from lakeflow.settings import load_settings
+    from lakeflow.secret import redact_url
+    from lakeflow.settings import environment, load_settings
 
     settings = load_settings(local=args.local or None)
+    if args.openlineage_url and args.no_native_lineage:
+        print(
+            "lakeflow flink up: --openlineage-url needs the lineage listener (drop --no-native-lineage)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         storage = cluster_storage(settings, args.profile_dir or settings.home / "aws")
         lib_jars = [] if args.no_native_lineage else [jar_path()]
     except (IngestError, ProfileError) as exc:
         print(f"lakeflow flink up: {exc}", file=sys.stderr)
         return 2
-    lineage = {} if args.no_native_lineage else listener_conf(settings.lineage_dir)
+    lineage, lineage_env = {}, {}
+    if not args.no_native_lineage:
+        url = (
+            f"{args.openlineage_url.rstrip('/')}/{args.openlineage_endpoint.lstrip('/')}"
+            if args.openlineage_url
+            else None
+        )
+        lineage = listener_conf(settings.lineage_dir, url)
+        key = HarvestEnv.load(environment()).openlineage_api_key if url else None
+        lineage_env = {"OPENLINEAGE_API_KEY": key.reveal()} if key is not None else {}
     cluster = FlinkCluster(
         args.home or settings.home / "cluster",
         rest_port=args.rest_port,
         rpc_port=args.rpc_port,
         conf={**storage.conf, **lineage},
-        env=storage.env(),
+        env={**storage.env(), **lineage_env},
         lib_jars=lib_jars,
     )
     if cluster.running():
@@ -143,7 +173,8 @@ def _up(args: argparse.Namespace) -> int:
             f"{len(storage.conf)} fs.s3a.* settings for {storage.handle.location}{via})"
         )
         if not args.no_native_lineage:
-            print(f"Jobs report their lineage into {settings.lineage_dir} (lakeflow harvest reads it)")
+            also = f" and to {redact_url(lineage['lakeflow.lineage.url'])}" if "lakeflow.lineage.url" in lineage else ""
+            print(f"Jobs report their lineage into {settings.lineage_dir}{also} (lakeflow harvest reads it)")
     if args.sql_gateway_port is not None and not cluster.sql_gateway_running():
         try:
             url = cluster.start_sql_gateway(args.sql_gateway_port)

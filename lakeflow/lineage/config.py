@@ -63,7 +63,9 @@ class HarvestEnv(LocalState):
         description="Token for --datahub-gms (or name another source: --datahub-token env:VAR | file:PATH).",
     )
     openlineage_api_key: Token | None = Field(
-        None, alias="OPENLINEAGE_API_KEY", description="API key for --openlineage-url."
+        None,
+        alias="OPENLINEAGE_API_KEY",
+        description="API key (Bearer) for --openlineage-url of lakeflow harvest and of lakeflow flink up.",
     )
 
     @classmethod

@@ -181,16 +181,16 @@ def shared_home(workdir: Path, first: LakeflowHome) -> LakeflowHome:
 
 
 def missing_referenced(home: LakeflowHome) -> list[str]:
-    """Data files some snapshot of the Iceberg table references that are gone from disk."""
+    """Files some snapshot of the Iceberg table references (data files, manifests) that are gone from disk."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    from lakeflow.compaction.commit import referenced_files
+    from lakeflow.compaction.commit import reachable
 
     try:
         table = home.iceberg_table(TARGET)
     except NoSuchTableError:
         return []
-    return sorted(f for f in referenced_files(table) if not Path(f.removeprefix("file://")).exists())
+    return sorted(f for f in reachable(table.io, table.metadata.snapshots) if not Path(f.removeprefix("file://")).exists())
 
 
 def two_compactors(workdir: Path, *, rounds: int = 10, batch_rows: int = 120, per_file: int = 20,

@@ -45,7 +45,11 @@ import org.slf4j.LoggerFactory;
  * <p>Enabled by {@code execution.job-status-changed-listeners: lakeflow.flink.OpenLineageListener$Factory}
  * and {@code lakeflow.lineage.dir} (a folder: one file per event, written atomically, named as
  * {@code lakeflow.lineage.store} names them) and/or {@code lakeflow.lineage.url} (an OpenLineage
- * HTTP endpoint, e.g. Marquez {@code http://host:5000/api/v1/lineage}; no authentication).
+ * HTTP endpoint, e.g. Marquez {@code http://host:5000/api/v1/lineage}; with the environment variable
+ * {@code OPENLINEAGE_API_KEY} set — in the client's and the JobManager's environment, never in the
+ * configuration — each POST carries {@code Authorization: Bearer <key>}, as OpenLineage's own HTTP
+ * transport sends it). A POST refused with 429 or 5xx, or failing to connect, is tried again twice,
+ * after 0.5 s and 1 s.
  *
  * <ul>
  *   <li>{@link JobCreatedEvent} (the client, once the job is submitted; it carries the job's
@@ -70,6 +74,10 @@ public final class OpenLineageListener implements JobStatusChangedListener {
     public static final ConfigOption<String> URL = ConfigOptions.key("lakeflow.lineage.url")
             .stringType().noDefaultValue()
             .withDescription("OpenLineage HTTP endpoint each event is POSTed to.");
+    /** Environment variable holding the endpoint's API key (OpenLineage's name for it). */
+    static final String API_KEY_ENV = "OPENLINEAGE_API_KEY";
+    static final int ATTEMPTS = 3;
+    static final long FIRST_BACKOFF_MS = 500;
     /** The jobs' OpenLineage namespace: the harvest's, by which it tells these runs from others. */
     static final String JOB_NAMESPACE = "flink";
 
@@ -87,11 +95,13 @@ public final class OpenLineageListener implements JobStatusChangedListener {
 
     private final Path dir;
     private final URI url;
+    private final String apiKey;
     private final Executor executor;
 
-    OpenLineageListener(Path dir, URI url, Executor executor) {
+    OpenLineageListener(Path dir, URI url, String apiKey, Executor executor) {
         this.dir = dir;
         this.url = url;
+        this.apiKey = apiKey == null || apiKey.isEmpty() ? null : apiKey;
         this.executor = executor;
     }
 
@@ -107,7 +117,7 @@ public final class OpenLineageListener implements JobStatusChangedListener {
                         DIR.key(), URL.key());
             }
             return new OpenLineageListener(dir == null ? null : Paths.get(dir), url == null ? null : URI.create(url),
-                    context.getIOExecutor());
+                    System.getenv(API_KEY_ENV), context.getIOExecutor());
         }
     }
 
@@ -174,21 +184,43 @@ public final class OpenLineageListener implements JobStatusChangedListener {
             }
         }
         if (url != null) {
+            post(json);
+        }
+    }
+
+    /** POSTs {@code json} to the endpoint: up to {@link #ATTEMPTS} times while the answer is 429 or 5xx
+     * or the connection fails; a last failure is logged (the URL without its query, never the key). */
+    private void post(String json) {
+        HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+        HttpRequest.Builder request = HttpRequest.newBuilder(url).timeout(Duration.ofSeconds(30))
+                .header("Content-Type", "application/json")
+                .POST(HttpRequest.BodyPublishers.ofString(json));
+        if (apiKey != null) {
+            request.header("Authorization", "Bearer " + apiKey);
+        }
+        String problem = null;
+        for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
             try {
-                HttpResponse<String> r = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build()
-                        .send(HttpRequest.newBuilder(url).timeout(Duration.ofSeconds(30))
-                                .header("Content-Type", "application/json")
-                                .POST(HttpRequest.BodyPublishers.ofString(json)).build(),
-                                HttpResponse.BodyHandlers.ofString());
-                if (r.statusCode() / 100 != 2) {
-                    LOG.warn("OpenLineageListener: POST {}: HTTP {}", redact(url), r.statusCode());
+                if (attempt > 1) {
+                    Thread.sleep(FIRST_BACKOFF_MS << (attempt - 2));
                 }
-            } catch (IOException | RuntimeException e) {
-                LOG.warn("OpenLineageListener: POST {}: {}", redact(url), e.getClass().getSimpleName());
+                HttpResponse<String> r = client.send(request.build(), HttpResponse.BodyHandlers.ofString());
+                int status = r.statusCode();
+                if (status / 100 == 2) {
+                    return;
+                }
+                problem = "HTTP " + status;
+                if (status != 429 && status / 100 != 5) {
+                    break;
+                }
+            } catch (IOException e) {
+                problem = e.getClass().getSimpleName();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
+                return;
             }
         }
+        LOG.warn("OpenLineageListener: POST {}: {}", redact(url), problem);
     }
 
     private static String redact(URI uri) {

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 
 from lakeflow.credentials import S3ASettings
+from lakeflow.memory import total_bytes
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +69,12 @@ def spark_session(app_name: str, raw_s3a: S3ASettings | None, *, s3: bool = Fals
 
 
 def with_driver_memory(submit_args: str) -> str:
-    """``submit_args`` with ``--driver-memory`` unless they set it: a quarter of this machine's memory,
-    1 to 8 GiB. In local mode the driver is the executor too; Spark's default, 1 GiB, spills the
+    """``submit_args`` with ``--driver-memory`` unless they set it: a quarter of this machine's (or its
+    container's) memory, 1 to 8 GiB. In local mode the driver is the executor too; Spark's default, 1 GiB, spills the
     persisted rows of a batch of a few million readings to disk."""
     if "--driver-memory" in submit_args or "spark.driver.memory" in submit_args or not submit_args:
         return submit_args
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    gib = max(1, min(8, total // 4 >> 30))
+    gib = max(1, min(8, total_bytes() // 4 >> 30))
     return f"--driver-memory {gib}g {submit_args}"
 
 

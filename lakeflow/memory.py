@@ -1,0 +1,52 @@
+"""How much memory this machine — or the container (cgroup) it runs in — has, and has free."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CGROUP = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+def total_bytes() -> int:
+    """Physical memory, or the container's limit when lower."""
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    limit = _cgroup("limit")
+    return physical if limit is None else min(physical, limit)
+
+
+def available_bytes() -> int:
+    """Memory a new allocation can have without swapping: the kernel's ``MemAvailable`` (physical
+    memory when unknown), or what is left under the container's limit when that is less."""
+    try:
+        meminfo = Path("/proc/meminfo").read_text().splitlines()
+        free = next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        free = total_bytes()
+    limit, used = _cgroup("limit"), _cgroup("usage")
+    return free if limit is None or used is None else max(0, min(free, limit - used))
+
+
+def _cgroup(name: str) -> int | None:
+    """This process's cgroup memory ``limit`` or ``usage`` in bytes (v2, else v1); None when there is
+    no limit or no cgroup memory controller to ask."""
+    try:
+        lines = PROC_CGROUP.read_text().splitlines()
+    except OSError:
+        return None
+    files = {"limit": ("memory.max", "memory.limit_in_bytes"), "usage": ("memory.current", "memory.usage_in_bytes")}
+    for line in lines:
+        _, controllers, group = line.split(":", 2)
+        if controllers == "":  # v2: one hierarchy
+            path = CGROUP / group.lstrip("/") / files[name][0]
+        elif "memory" in controllers.split(","):  # v1: the memory controller's hierarchy
+            path = CGROUP / "memory" / group.lstrip("/") / files[name][1]
+        else:
+            continue
+        try:
+            value = path.read_text().strip()
+        except OSError:
+            continue
+        return None if value == "max" else int(value)
+    return None
