@@ -248,17 +248,20 @@ def test_cluster_up_hands_the_lineage_endpoint_to_the_listener_and_its_key_to_th
     started: list[FlinkCluster] = []
     monkeypatch.setattr(FlinkCluster, "start", lambda self, timeout=90.0: started.append(self) or self.write_conf())
     args = ["flink", "up", "--home", str(tmp_path / "cluster"), "--rest-port", "1",
-            "--openlineage-url", "https://user:pw@datahub.example.com:8443/", "--openlineage-endpoint",
+            "--openlineage-url", "https://datahub.example.com:8443/", "--openlineage-endpoint",
             "openapi/openlineage/api/v1/lineage"]
     assert main(args) == 0
     out, err = capsys.readouterr()
     config = (tmp_path / "cluster" / "conf" / "config.yaml").read_text()
-    assert "lakeflow.lineage.url: https://user:pw@datahub.example.com:8443/openapi/openlineage/api/v1/lineage" in config
+    assert "lakeflow.lineage.url: https://datahub.example.com:8443/openapi/openlineage/api/v1/lineage" in config
     assert started[0].env()["OPENLINEAGE_API_KEY"] == "ol-secret-key-123"
-    assert f"into {home / 'lineage'} and to https://user:***@datahub.example.com:8443/openapi/openlineage" in out
-    assert "ol-secret-key-123" not in out + err + config and "pw@" not in out + err
+    assert f"into {home / 'lineage'} and to https://datahub.example.com:8443/openapi/openlineage" in out
+    assert "ol-secret-key-123" not in out + err + config
     assert main([*args, "--no-native-lineage"]) == 2
     assert "--openlineage-url needs the lineage listener" in capsys.readouterr().err
+    assert main([*args[:-3], "https://me:pw@datahub.example.com/"]) == 2  # Flink's REST API shows its config
+    out, err = capsys.readouterr()
+    assert "must not hold a user or password" in err and "pw" not in out + err.replace("password", "")
 
 
 def test_a_cluster_for_a_local_table_needs_no_storage_settings(tmp_path: Path) -> None:

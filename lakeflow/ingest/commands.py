@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -119,13 +120,19 @@ def _up(args: argparse.Namespace) -> int:
     from lakeflow.jars import JarsUnavailable
     from lakeflow.lineage.config import HarvestEnv
     from lakeflow.lineage.native import listener_conf
-    from lakeflow.secret import redact_url
     from lakeflow.settings import environment, load_settings
 
     settings = load_settings(local=args.local or None)
     if args.openlineage_url and args.no_native_lineage:
         print(
             "lakeflow flink up: --openlineage-url needs the lineage listener (drop --no-native-lineage)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.openlineage_url and "@" in urlsplit(args.openlineage_url).netloc:
+        print(
+            "lakeflow flink up: --openlineage-url must not hold a user or password (Flink's REST API shows its "
+            "configuration): set OPENLINEAGE_API_KEY instead",
             file=sys.stderr,
         )
         return 2
@@ -173,7 +180,7 @@ def _up(args: argparse.Namespace) -> int:
             f"{len(storage.conf)} fs.s3a.* settings for {storage.handle.location}{via})"
         )
         if not args.no_native_lineage:
-            also = f" and to {redact_url(lineage['lakeflow.lineage.url'])}" if "lakeflow.lineage.url" in lineage else ""
+            also = f" and to {lineage['lakeflow.lineage.url']}" if "lakeflow.lineage.url" in lineage else ""
             print(f"Jobs report their lineage into {settings.lineage_dir}{also} (lakeflow harvest reads it)")
     if args.sql_gateway_port is not None and not cluster.sql_gateway_running():
         try:
