@@ -43,7 +43,17 @@ class ProcessEnvironment(EnvModel):
         description="The S3 jars (docs/s3.md; make s3-jars) come from Maven, checksums verified: this URL "
         "replaces every remote repository (a mirror).",
     )
-    jars_dir: str | None = Field(None, alias="LAKEFLOW_JARS_DIR", description="The jar cache (default build/jars).")
+    jars_dir: str | None = Field(
+        None,
+        alias="LAKEFLOW_JARS_DIR",
+        description="The jar cache, and the Spark driver's class archive in its cds/ (default build/jars).",
+    )
+    java_home: str | None = Field(
+        None,
+        alias="JAVA_HOME",
+        description="The Java installation Flink and Spark run on (default: java on PATH); make spark-cds "
+        "builds the class archive for it.",
+    )
     jars_offline: str | None = Field(
         None, alias="LAKEFLOW_JARS_OFFLINE", description="1: never start Maven (pre-seeded jar folders only)."
     )

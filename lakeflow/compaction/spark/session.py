@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from lakeflow.compaction.spark.cds import with_class_archive
 from lakeflow.credentials import S3ASettings
 from lakeflow.memory import total_bytes
 
@@ -40,13 +41,16 @@ S3_SESSION_CONF = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileS
 
 def spark_session(app_name: str, raw_s3a: S3ASettings | None, *, s3: bool = False) -> SparkSession:
     """The session (master and resources come from spark-submit), with the raw table's S3A settings.
-    For S3 (``raw_s3a``, or ``s3`` for an S3 target), a JVM PySpark launches gets S3A's jars."""
+    A JVM PySpark launches gets S3A's jars for S3 (``raw_s3a``, or ``s3`` for an S3 target) and the
+    class archive (:mod:`~lakeflow.compaction.spark.cds`) when there is one."""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not yet launched: PySpark starts the JVM here
         os.environ["PYSPARK_SUBMIT_ARGS"] = with_driver_memory(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     if (raw_s3a is not None or s3) and "PYSPARK_GATEWAY_PORT" not in os.environ:
         from lakeflow.jars import with_s3a_jars  # hadoop-aws + AWS SDK v2, fetched into build/jars/ if need be
 
         os.environ["PYSPARK_SUBMIT_ARGS"] = with_s3a_jars(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # the driver JVM maps the class archive if built (make spark-cds)
+        os.environ["PYSPARK_SUBMIT_ARGS"] = with_class_archive(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     builder = SparkSession.builder.appName(app_name)
     if not _launched_with_master():
         builder = builder.master("local[*]")
