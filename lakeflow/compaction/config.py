@@ -88,7 +88,7 @@ class CompactEnv(EnvModel):
     arrow_max_mb: PositiveInt | None = Field(
         None,
         alias=ENV_ARROW_MAX_MB,
-        description="auto: the largest batch (MiB of new raw JSON) the arrow engine takes; it holds ~2.2x that "
+        description="auto: the largest batch (MiB of new raw JSON) the arrow engine takes; it holds ~2.1x that "
         "in memory at its peak. Unset: what fits in half the memory available when the run starts "
         "(the container's limit counts); spark above.",
     )
