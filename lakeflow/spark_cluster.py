@@ -91,8 +91,10 @@ class SparkCluster:
             d.mkdir(parents=True, exist_ok=True)
         self.conf_file.write_text("".join(f"{k} {v}\n" for k, v in PROPERTIES.items()))
         webui = self._webui_port or free_ports(1)[0]
-        self._launch("master", MASTER_CLASS, "--host", HOST, "--port", str(self.port), "--webui-port", str(webui))
-        self._launch(
+        master = self._launch(
+            "master", MASTER_CLASS, "--host", HOST, "--port", str(self.port), "--webui-port", str(webui)
+        )
+        worker = self._launch(
             "worker",
             WORKER_CLASS,
             "--host",
@@ -112,7 +114,7 @@ class SparkCluster:
             if self.alive_workers() >= 1:
                 log.info("Spark cluster up at %s (web UI %s)", self.master_url, self.webui_url)
                 return
-            if len(self.daemon_pids()) < 2:
+            if master.poll() is not None or worker.poll() is not None:
                 break  # a daemon died (a port taken?): its log says why
             time.sleep(0.5)
         self.stop()
@@ -144,7 +146,7 @@ class SparkCluster:
         """SIGKILL an executor JVM (fault injection); returns its pid."""
         return kill_first(self.executor_pids(), "executor")
 
-    def _launch(self, name: str, main_class: str, *args: str) -> None:
+    def _launch(self, name: str, main_class: str, *args: str) -> subprocess.Popen:
         if self.daemon_pids(name):
             raise RuntimeError(f"the {name} of {self.home} is already running")
         cmd = [str(spark_home() / "bin" / "spark-class"), main_class, *args, "--properties-file", str(self.conf_file)]
@@ -158,6 +160,7 @@ class SparkCluster:
                 start_new_session=True,
             )
         (self.pid_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
+        return proc
 
     def daemon_pids(self, name: str = "") -> list[int]:
         """The live daemons of this cluster named by its pid files (``name``: master or worker)."""
