@@ -116,6 +116,8 @@ def test_the_printed_spark_submit_command_runs_as_it_is_on_s3(cluster: SparkClus
 @pytest.mark.slow
 def test_an_executor_killed_mid_task_is_replaced_and_the_run_commits_once(cluster: SparkCluster,
                                                                            tmp_path: Path) -> None:
-    result = executor_kill(tmp_path, kills=1, files=60, per_file=20, cluster=cluster)
+    # 200 files: the first stage's task runs long enough on a fresh executor for the kill to land
+    # in it (with 60 it sometimes finished between its "Running task" log line and the SIGKILL)
+    result = executor_kill(tmp_path, kills=1, files=200, per_file=20, cluster=cluster)
     assert result.ok, result.line()
-    assert result.counts["kills"] == 1 and result.counts["tasks_rerun"] >= 1 and result.counts["rows"] == 1200
+    assert result.counts["kills"] == 1 and result.counts["tasks_rerun"] >= 1 and result.counts["rows"] == 4000
