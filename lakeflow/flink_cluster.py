@@ -68,6 +68,14 @@ logger.lakeflow_python_env.level = WARN
 """
 
 
+def _environ(pid: int) -> list[bytes]:
+    """A process's environment entries (empty when it is gone or not ours to read)."""
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
 class FlinkCluster:
     """One JobManager + one TaskManager under ``home`` (conf/, log/, pid/); ``conf`` goes into their
     config.yaml, ``env`` into the environment they start with (e.g. an AWS profile's variables)."""
@@ -306,13 +314,21 @@ class FlinkCluster:
         return pids
 
     def _stragglers(self) -> list[int]:
-        """Processes other than this one whose command line names this cluster's conf dir."""
+        """Processes other than this one whose command line names this cluster's conf dir, and the
+        wheel's ``bin/flink`` scripts whose environment sets it as ``FLINK_CONF_DIR`` (a ``flink run``
+        not yet exec'ing its JVM; never, say, a shell that exported it)."""
         confs = (str(self.conf_dir), str(self.sql_gateway_dir / "conf"))
-        return [
-            pid
-            for pid in all_pids()
-            if pid != os.getpid() and any(a.endswith(conf) or f"{conf}/" in a for a in cmdline(pid) for conf in confs)
-        ]
+        settings = {f"FLINK_CONF_DIR={conf}".encode() for conf in confs}
+        script = str(flink_home() / "bin" / "flink")
+        out = []
+        for pid in all_pids():
+            argv = cmdline(pid)
+            if pid != os.getpid() and (
+                any(a.endswith(conf) or f"{conf}/" in a for a in argv for conf in confs)
+                or (script in argv and not settings.isdisjoint(_environ(pid)))
+            ):
+                out.append(pid)
+        return out
 
     def _ours(self, pid: int) -> bool:
         """Whether ``pid`` runs a Flink daemon started with this cluster's conf dir (Linux ``/proc``)."""

@@ -69,3 +69,23 @@ def test_daemons_start_without_the_callers_secrets(tmp_path, monkeypatch):
         cluster.stop()
     assert not cluster.running()
     assert all(gone(pid) for pid in pids)
+
+
+def test_stop_takes_a_flink_run_not_yet_naming_the_conf_dir_but_never_a_shell_that_exported_it(
+        tmp_path: Path) -> None:
+    """A ``flink run`` interrupted before its script execs the JVM names the cluster only in its
+    environment (``FLINK_CONF_DIR``): stop() ends it; a shell holding the same variable is left alone."""
+    from lakeflow.flink_cluster import flink_home
+
+    cluster = FlinkCluster(tmp_path / "cluster")
+    cluster.write_conf()
+    env = {**os.environ, "FLINK_CONF_DIR": str(cluster.conf_dir)}
+    script = subprocess.Popen(["bash", "-c", "sleep 60; true", str(flink_home() / "bin" / "flink"), "run"], env=env)
+    shell = subprocess.Popen(["bash", "-c", "sleep 60; true"], env=env)
+    try:
+        cluster.stop(timeout=5)
+        assert script.wait(timeout=10) == -15
+        assert shell.poll() is None
+    finally:
+        script.kill()
+        shell.kill()
