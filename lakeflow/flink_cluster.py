@@ -25,7 +25,7 @@ from typing import Any
 import requests
 import yaml
 
-from lakeflow.processes import all_pids, cmdline, kill_first, stop_all
+from lakeflow.processes import all_pids, cmdline, environ, kill_first, stop_all
 from lakeflow.secret import is_secret_key, write_private
 
 log = logging.getLogger(__name__)
@@ -66,14 +66,6 @@ QUIET_ENV_DUMP = """
 logger.lakeflow_python_env.name = org.apache.flink.client.python.PythonEnvUtils
 logger.lakeflow_python_env.level = WARN
 """
-
-
-def _environ(pid: int) -> list[bytes]:
-    """A process's environment entries (empty when it is gone or not ours to read)."""
-    try:
-        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return []
 
 
 class FlinkCluster:
@@ -325,7 +317,7 @@ class FlinkCluster:
             argv = cmdline(pid)
             if pid != os.getpid() and (
                 any(a.endswith(conf) or f"{conf}/" in a for a in argv for conf in confs)
-                or (script in argv and not settings.isdisjoint(_environ(pid)))
+                or (script in argv and not settings.isdisjoint(environ(pid)))
             ):
                 out.append(pid)
         return out

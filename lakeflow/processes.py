@@ -22,6 +22,14 @@ def cmdline(pid: int) -> list[str]:
         return []
 
 
+def environ(pid: int) -> list[bytes]:
+    """A process's environment entries (``NAME=value``); empty when it is gone or not ours to read."""
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
 def parent(pid: int) -> int:
     """A process's parent pid (0 when it is gone)."""
     try:
