@@ -114,18 +114,21 @@ def load_readings(local: bool, target_table: str | None, row_filter: str) -> pa.
     """The compacted table's rows matching ``row_filter`` (pyiceberg's scan, partitions pruned)."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
+    from lakeflow.catalog.errors import iceberg_errors
     from lakeflow.compaction.commit import iceberg_catalog
     from lakeflow.compaction.config import load_config
 
     argv = (["--target-table", target_table] if target_table else []) + (["--local"] if local else [])
     config = load_config(argv)
     catalog = iceberg_catalog(config.settings)
-    try:
-        table = catalog.load_table((*config.namespace, config.target_table))
-    except (NoSuchTableError, NoSuchNamespaceError):
-        raise QueryError(
-            f"no Iceberg table {config.target_name} in the {config.settings.catalog} catalog: run `make compact` first"
-        ) from None
+    with iceberg_errors(f"load Iceberg table {config.target_name}"):
+        try:
+            table = catalog.load_table((*config.namespace, config.target_table))
+        except (NoSuchTableError, NoSuchNamespaceError):
+            raise QueryError(
+                f"no Iceberg table {config.target_name} in the {config.settings.catalog} catalog: "
+                "run `make compact` first"
+            ) from None
     if table.current_snapshot() is None:
         print(
             f"lakeflow query: {config.target_name} has no rows yet (run `make compact` once readings were ingested)",

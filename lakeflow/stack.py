@@ -39,8 +39,10 @@ def _warehouse_name(raw: str) -> str:
     return raw
 
 
-# Lakekeeper's type, and the Iceberg REST spec's name for the same 409.
-_NAMESPACE_EXISTS = ("NamespaceAlreadyExists", "AlreadyExistsException")
+# The 409s that mean "already there": Lakekeeper 0.13's types (AlreadyExistsException,
+# WarehouseAlreadyExists) and the names other releases give the same answers.
+_NAMESPACE_EXISTS = ("AlreadyExistsException", "NamespaceAlreadyExists")
+_WAREHOUSE_EXISTS = ("WarehouseAlreadyExists", "WarehouseNameAlreadyExists")
 
 Report = Callable[[str], None]
 
@@ -100,6 +102,19 @@ class StackConfig(EnvModel):
     sts_enabled: Flag = Field(
         True, alias="STACK_STS_ENABLED", description="Lakekeeper vends STS credentials (true/false)."
     )
+    sts_role_arn: Line | None = Field(
+        None,
+        alias="STACK_STS_ROLE_ARN",
+        examples=["arn:aws:iam::123456789012:role/lakekeeper-sts"],
+        description="The role Lakekeeper assumes to vend STS credentials (sts-role-arn). AWS with STS needs it "
+        "or STACK_ASSUME_ROLE_ARN; S3-compatible stores whose STS wants a role ARN too.",
+    )
+    assume_role_arn: Line | None = Field(
+        None,
+        alias="STACK_ASSUME_ROLE_ARN",
+        examples=["arn:aws:iam::123456789012:role/lakekeeper-storage"],
+        description="A role Lakekeeper assumes for all its own storage access, vending included (assume-role-arn).",
+    )
     access_key_id: Token = Field(
         alias="STACK_S3_ACCESS_KEY_ID", description="the S3 access key Lakekeeper uses (and assumes roles with)"
     )
@@ -134,6 +149,10 @@ class StackConfig(EnvModel):
         }
         if self.s3_endpoint:
             profile["endpoint"] = self.s3_endpoint
+        if self.sts_role_arn:
+            profile["sts-role-arn"] = self.sts_role_arn
+        if self.assume_role_arn:
+            profile["assume-role-arn"] = self.assume_role_arn
         return profile
 
     def storage_credential(self) -> dict[str, str]:
@@ -156,6 +175,16 @@ def load_stack_config(env: Mapping[str, str], env_file: Path | None = DEFAULT_ST
         problems.append(
             "STACK_OAUTH_CLIENT_ID and STACK_OAUTH_CLIENT_SECRET are needed with "
             "STACK_OAUTH_TOKEN_URL (leave all three empty for a Lakekeeper without auth)"
+        )
+    sts_on = str(values.get("STACK_STS_ENABLED", "true")).lower() == "true"  # another value: its own error
+    if (
+        values.get("STACK_S3_FLAVOR") == "aws"
+        and sts_on
+        and not (values.get("STACK_STS_ROLE_ARN") or values.get("STACK_ASSUME_ROLE_ARN"))
+    ):
+        problems.append(
+            "STACK_S3_FLAVOR=aws with STS on needs STACK_STS_ROLE_ARN (the role Lakekeeper assumes to vend "
+            "credentials) or STACK_ASSUME_ROLE_ARN; or set STACK_STS_ENABLED=false"
         )
     where = f"environment over {env_file}" if env_file else "from the environment only"
     return load(StackConfig, values, f"stack settings ({where})", problems)
@@ -220,7 +249,7 @@ class LakekeeperAdmin:
         if resp.status_code == 201:
             return str(resp.json()["warehouse-id"])
         error = self._error(resp, f"create warehouse {config.warehouse}")
-        if resp.status_code == 409 and error.type == "WarehouseNameAlreadyExists":
+        if resp.status_code == 409 and error.type in _WAREHOUSE_EXISTS:
             return None
         raise error
 
@@ -313,12 +342,17 @@ def _report_drift(existing: Mapping, config: StackConfig, report: Report) -> Non
     """Say so when an existing warehouse's storage differs from the configured one (not changed)."""
     have = existing.get("storage-profile") or {}
     want = config.storage_profile()
-    for key in ("bucket", "key-prefix", "endpoint", "sts-enabled"):
-        if key in want and have.get(key) != want[key]:
+    for key in ("bucket", "key-prefix", "endpoint", "sts-enabled", "sts-role-arn", "assume-role-arn"):
+        if key in want and _normalized(key, have.get(key)) != _normalized(key, want[key]):
             report(
                 f"warning: warehouse {config.warehouse} has {key}={have.get(key)!r}, "
                 f"configured {want[key]!r}; left as it is"
             )
+
+
+def _normalized(key: str, value: object) -> object:
+    """A profile value as Lakekeeper compares it: it stores an endpoint with a trailing '/'."""
+    return value.rstrip("/") if key == "endpoint" and isinstance(value, str) else value
 
 
 def env_lines(config: StackConfig, result: BootstrapResult) -> dict[str, str]:

@@ -52,14 +52,15 @@ class LakekeeperWithIceberg(LakekeeperStandin):
 
     def __call__(self, environ: dict, start_response: Callable) -> Any:
         request = Request(environ)
-        if not (self.iceberg_url and request.path.startswith("/catalog/")):
+        # /catalog/v1/config is Lakekeeper's own (warehouse names resolved): answered by the stand-in
+        if not (self.iceberg_url and request.path.startswith("/catalog/")) or request.path == "/catalog/v1/config":
             return super().__call__(environ, start_response)
         body = request.get_data(cache=True)
         try:
             self._authenticate(request)
             response = self._forward(request, body)
         except ApiError as exc:
-            response = _error(exc.code, exc.type, exc.message)
+            response = _error(exc.code, exc.type, exc.message, exc.stack)
         self._record(request, body, response.status_code)
         return response(environ, start_response)
 

@@ -17,6 +17,8 @@ Wire facts it follows: ``docs/lakekeeper.md`` and ``lakekeeper-api/NOTES.md``.
 from __future__ import annotations
 
 import base64
+import gzip
+import itertools
 import json
 import re
 import socket
@@ -38,6 +40,27 @@ from werkzeug.wrappers import Request, Response
 
 SPEC = Path(__file__).parent / "contracts" / "lakekeeper-generic-table-open-api.yaml"
 FORMAT_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+DEFAULT_PROJECT = "00000000-0000-0000-0000-000000000000"
+GZIP_MIN_BYTES = 32  # Lakekeeper (tower-http) leaves shorter answers uncompressed
+# What Lakekeeper 0.13.3's /catalog/v1/config lists (recorded-0.13.3, exchange 40-compare-config-by-name).
+ICEBERG_ENDPOINTS = [
+    "GET /v1/config", "GET /v1/{prefix}/namespaces", "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces", "GET /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}", "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables", "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials", "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics", "POST /v1/{prefix}/transactions/commit",
+    "POST /v1/{prefix}/namespaces/{namespace}/views", "GET /v1/{prefix}/namespaces/{namespace}/views",
+    "GET /v1/{prefix}/namespaces/{namespace}/views/{view}", "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}", "POST /v1/{prefix}/views/rename",
+]
+_CREATED = itertools.count()  # creation order: Lakekeeper lists tables in it
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
@@ -74,11 +97,14 @@ class Table:
     location: str
     doc: Optional[str] = None
     properties: dict[str, str] = field(default_factory=dict)
+    created: int = field(default_factory=lambda: next(_CREATED))
 
     def wire(self) -> dict[str, Any]:
+        """As Lakekeeper answers it: ``doc`` and ``properties`` only when set."""
         out: dict[str, Any] = {"name": self.name, "format": self.format,
-                               "base-location": self.location, "protected": False,
-                               "properties": dict(self.properties)}
+                               "base-location": self.location, "protected": False}
+        if self.properties:
+            out["properties"] = dict(self.properties)
         if self.doc is not None:
             out["doc"] = self.doc
         return out
@@ -94,8 +120,10 @@ class Warehouse:
     vended_endpoint: str  # what Lakekeeper vends as s3.endpoint (its own view, e.g. http://minio:9000)
     sts_enabled: bool = True
     sts_validity_s: int = 3600  # AssumeRole DurationSeconds (under 900: moto only, see _vend)
-    # Advertise an earlier expiry than STS gives (Lakekeeper hands out cached credentials with
-    # little time left); STS itself accepts no lifetime under 900 s. None: the STS expiry.
+    # Credentials are cached and handed out unchanged for half their lifetime (as Lakekeeper does).
+    # Set, this models the end of that window: every credential is handed out with this much left
+    # (half of a lifetime twice as long, STS accepting none under 900 s) and the next call gets new
+    # ones. None: fresh STS credentials, cached for half their lifetime.
     vended_lifetime_s: Optional[float] = None
     path_style: bool = True
     namespaces: set[tuple[str, ...]] = field(default_factory=set)
@@ -104,6 +132,10 @@ class Warehouse:
     in_flight: set[str] = field(default_factory=set)
     roles: dict[str, str] = field(default_factory=dict)  # table id -> role ARN
     iceberg_tables: set[tuple[tuple[str, ...], str]] = field(default_factory=set)  # names taken
+    # table id -> (when minted, its storage credential): handed out again for half its lifetime
+    vended: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
+    project_id: str = DEFAULT_PROJECT
+    soft_delete: bool = False  # delete-profile soft: Iceberg clients are told not to delete files
 
     @property
     def base(self) -> str:
@@ -204,9 +236,11 @@ class Faults:
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, type: str, message: str) -> None:
+    """An error answer; ``stack`` is the context Lakekeeper puts before the ``Error ID`` line."""
+
+    def __init__(self, code: int, type: str, message: str, stack: tuple[str, ...] = ()) -> None:
         super().__init__(message)
-        self.code, self.type, self.message = code, type, message
+        self.code, self.type, self.message, self.stack = code, type, message, stack
 
 
 class _ResetConnection(ConnectionResetError):
@@ -222,6 +256,7 @@ class _QuietHandler(WSGIRequestHandler):
 
 ROUTES = Map([
     Rule("/catalog/v1/config", endpoint="config", methods=["GET"]),
+    Rule("/management/v1/warehouse/<warehouse_id>", endpoint="get_warehouse", methods=["GET"]),
     Rule("/lakekeeper/v1/<prefix>/generic-tables/rename", endpoint="rename", methods=["POST"]),
     Rule("/lakekeeper/v1/<prefix>/namespaces/<namespace>/generic-tables", endpoint="tables",
          methods=["GET", "POST"]),
@@ -267,14 +302,15 @@ class LakekeeperStandin:
 
     def add_warehouse(self, name: str, *, bucket: Optional[str] = None, key_prefix: str = "warehouse",
                       s3: Optional[S3Account] = None, vended_endpoint: Optional[str] = None,
-                      create_bucket: bool = True) -> Warehouse:
+                      create_bucket: bool = True, warehouse_id: Optional[str] = None,
+                      sts_enabled: bool = True, soft_delete: bool = False) -> Warehouse:
         """A warehouse on ``s3`` (default: the stand-in's account) with a fresh bucket."""
         s3 = s3 or self.s3
         bucket = bucket or f"lk-{uuid.uuid4().hex[:12]}"
         if create_bucket:
             s3.client("s3").create_bucket(Bucket=bucket)
-        wh = Warehouse(str(uuid.uuid4()), name, s3, bucket, key_prefix.strip("/"),
-                       vended_endpoint or s3.endpoint)
+        wh = Warehouse(warehouse_id or str(uuid.uuid4()), name, s3, bucket, key_prefix.strip("/"),
+                       vended_endpoint or s3.endpoint, sts_enabled=sts_enabled, soft_delete=soft_delete)
         with self._lock:
             self.warehouses[wh.id] = wh
             self.warehouse = self.warehouse or wh
@@ -336,13 +372,18 @@ class LakekeeperStandin:
         self._record(request, body, response.status_code)
         # Injected 5xx and plain-text answers are off-spec on purpose: real server behaviour
         # that the OpenAPI document omits.
-        off_spec = fault is not None and (fault.kind == "plain" or (fault.kind == "status" and fault.status >= 500))
+        # So is the plain-text 422 the server answers a body that does not deserialize.
+        off_spec = (fault is not None and (fault.kind == "plain" or (fault.kind == "status" and fault.status >= 500))
+                    or (response.status_code == 422 and response.mimetype == "text/plain"))
         if contract and not off_spec:
             self._check_response(request, response)
         if fault and fault.kind == "reset":  # after=True: the change is made, the answer lost
             self._reset(environ)
         if fault and fault.kind in ("trickle", "pad"):
             _reshape(response, fault)
+            response.headers["x-request-id"] = str(uuid.uuid4())
+        else:
+            as_lakekeeper_sends(request, response)
         return response(environ, start_response)
 
     def _dispatch(self, request: Request) -> Response:
@@ -352,7 +393,10 @@ class LakekeeperStandin:
             status, payload, headers = getattr(self, f"_{endpoint}")(request, **args)
             time.sleep(request.environ.pop("standin.delay", 0))  # a slow read: answered late
         except ApiError as exc:
-            return _error(exc.code, exc.type, exc.message)
+            return _error(exc.code, exc.type, exc.message, exc.stack)
+        except _NotDeserialized as exc:
+            return Response(f"Failed to deserialize the JSON body into the target type: {exc}", status=422,
+                            content_type="text/plain; charset=utf-8")
         except HTTPException as exc:
             return _error(exc.code or 500, type(exc).__name__, exc.description or "")
         if status == 204:
@@ -365,10 +409,10 @@ class LakekeeperStandin:
             return
         header = request.headers.get("Authorization")
         if not header:
-            raise ApiError(401, "MissingAuthorizationHeader", "Authorization header is missing")
+            raise ApiError(401, "MissingAuthorizationHeader", "Missing Authorization Header")
         token = header.removeprefix("Bearer ").strip()
         if token in self._revoked or not self._validator(token):
-            raise ApiError(401, "AuthenticationFailed", "Token is invalid or expired")
+            raise ApiError(401, "AuthenticationFailed", "Authentication failed")
 
     # -- contract checks -----------------------------------------------------------------------
 
@@ -427,12 +471,21 @@ class LakekeeperStandin:
         if not arg:
             raise ApiError(400, "GetConfigNoWarehouseProvided", "No warehouse specified. Please "
                            "specify the 'warehouse' parameter in the GET /config request.")
-        name = arg.split("/", 1)[1] if "/" in arg and UUID_RE.match(arg.split("/", 1)[0]) else arg
-        wh = next((w for w in self.warehouses.values() if w.name == name), None)
+        project, _, name = arg.rpartition("/")  # <name> or <project-id>/<name>: never the id
+        wh = next((w for w in self.warehouses.values()
+                   if w.name == name and project in ("", w.project_id)), None)
         if wh is None:
-            raise ApiError(404, "NoSuchWarehouseException", f"Warehouse {name} not found")
-        return 200, {"defaults": {"prefix": wh.id, "rest-page-size": str(self.page_size)},
-                     "overrides": {"uri": f"{self.url}/catalog"}}, {}
+            raise ApiError(404, "NoSuchWarehouseException", f"A warehouse '{arg}' does not exist")
+        defaults = {"rest-page-size": str(self.page_size), "prefix": wh.id}
+        if wh.soft_delete:
+            defaults["s3.delete-enabled"] = "false"
+        return 200, {"defaults": defaults,
+                     "overrides": {"idempotency-key-lifetime": "PT30M", "uri": f"{self.url}/catalog"},
+                     "endpoints": ICEBERG_ENDPOINTS}, {}
+
+    def _get_warehouse(self, request: Request, warehouse_id: str) -> tuple[int, Any, dict]:
+        """``GET /management/v1/warehouse/{id}``: the warehouse as the management API shows it."""
+        return 200, _warehouse_view(self._warehouse(warehouse_id)), {}
 
     # -- routes: generic tables ----------------------------------------------------------------
 
@@ -440,7 +493,8 @@ class LakekeeperStandin:
         wh, ns = self._warehouse(prefix), self._namespace(prefix, namespace)
         if request.method == "GET":
             return self._list(request, wh, ns)
-        return self._idempotent(request, wh, lambda: self._create(request, wh, ns))
+        return self._idempotent(request, wh, lambda: self._create(request, wh, ns),
+                                replay=lambda: self._replayed_create(request, wh, ns))
 
     def _list(self, request: Request, wh: Warehouse, ns: tuple[str, ...]) -> tuple[int, Any, dict]:
         size = int(request.args.get("pageSize") or self.page_size)
@@ -450,7 +504,7 @@ class LakekeeperStandin:
         except ValueError:
             raise ApiError(400, "InvalidPageToken", f"Invalid page token {token!r}") from None
         with self._lock:
-            tables = sorted((t for (n, _), t in wh.tables.items() if n == ns), key=lambda t: t.name)
+            tables = sorted((t for (n, _), t in wh.tables.items() if n == ns), key=lambda t: t.created)
         page = tables[start:start + size]
         payload: dict[str, Any] = {"identifiers": [
             {"namespace": list(ns), "name": t.name, "format": t.format, "id": t.id} for t in page]}
@@ -460,33 +514,37 @@ class LakekeeperStandin:
         return 200, payload, {}
 
     def _create(self, request: Request, wh: Warehouse, ns: tuple[str, ...]) -> tuple[int, Any, dict]:
-        body = request.get_json(silent=True)
-        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
-            raise ApiError(400, "BadRequestException", "expected a CreateGenericTableRequest")
-        name, fmt = body["name"], str(body.get("format", ""))
+        body = _create_body(request)
+        name, fmt = body["name"], body["format"]
         if not name:
             raise ApiError(400, "BadRequestException", "Table name must not be empty")
         if not FORMAT_RE.match(fmt):
-            raise ApiError(400, "InvalidGenericTableFormat",
-                           f"format {fmt!r} must match ^[a-z][a-z0-9_-]{{0,63}}$")
+            raise ApiError(400, "InvalidFormat", "Generic table format must start with a lowercase letter, "
+                           "contain only lowercase letters, digits, '_' or '-', and be at most 64 characters.")
         with self._lock:
             if (ns, name) in wh.tables or (ns, name) in wh.iceberg_tables:
-                raise ApiError(409, "GenericTableAlreadyExists",
-                               f"Generic table {'.'.join(ns)}.{name} already exists")
+                raise ApiError(409, "GenericTableAlreadyExists", "Generic table already exists",
+                               ("Error creating generic table",))
             table_id = str(uuid.uuid4())
             location = (body.get("base-location") or f"{wh.base}/{table_id}").rstrip("/")
             if not (location + "/").startswith(wh.base + "/"):
-                raise ApiError(400, "InvalidLocation",
-                               f"Location {location} is not under the warehouse location {wh.base}")
+                raise ApiError(400, "InvalidLocation", f"Provided location {location} is not a valid "
+                               f"sublocation of the storage profile {wh.base}.")
             for other in wh.tables.values():
                 a, b = location + "/", other.location + "/"
                 if a.startswith(b) or b.startswith(a):
                     raise ApiError(409, "LocationAlreadyTaken",
-                                   f"Location {location} overlaps table {'.'.join(other.namespace)}.{other.name}")
+                                   f"Location '{location}' is already taken by another table or view.",
+                                   ("Error creating tabular in catalog", "Error creating generic table"))
             table = Table(table_id, ns, name, fmt, location, body.get("doc"),
                           dict(body.get("properties") or {}))
             wh.tables[(ns, name)] = table
         return 200, {"table": table.wire()}, {}
+
+    def _replayed_create(self, request: Request, wh: Warehouse, ns: tuple[str, ...]) -> tuple[int, Any, dict]:
+        """A create replayed with a used ``Idempotency-Key``: Lakekeeper answers a load (without
+        keys) of the table the *new* body names — 404 when there is none."""
+        return 200, self._load(wh, self._find(wh, ns, _create_body(request)["name"]), vended=False), {}
 
     def _table(self, request: Request, prefix: str, namespace: str, table: str) -> tuple[int, Any, dict]:
         wh, ns = self._warehouse(prefix), self._namespace(prefix, namespace)
@@ -494,12 +552,15 @@ class LakekeeperStandin:
             return self._idempotent(request, wh, lambda: self._drop(request, wh, ns, table))
         found = self._find(wh, ns, table)
         mode = request.headers.get("X-Iceberg-Access-Delegation", "vended-credentials")
-        payload: dict[str, Any] = {"table": found.wire(), "config": self._config_keys(wh)}
-        if mode != "client-managed" and wh.sts_enabled:
-            cred = self._vend(wh, found)
-            payload["config"].update({k: v for k, v in cred["config"].items() if "expir" not in k})
-            payload["storage-credentials"] = [cred]
-        return 200, payload, {}
+        return 200, self._load(wh, found, vended=mode != "client-managed"), {}
+
+    def _load(self, wh: Warehouse, table: Table, *, vended: bool) -> dict[str, Any]:
+        """A load answer: the storage settings in ``config`` (with ``region``) and one credential
+        entry, with STS keys when ``vended`` and the warehouse vends, key-less otherwise."""
+        cred = self._vend(wh, table) if vended and wh.sts_enabled else {"prefix": table.location,
+                                                                         "config": self._config_keys(wh)}
+        config = {**{k: v for k, v in cred["config"].items() if "expir" not in k}, "region": wh.s3.region}
+        return {"table": table.wire(), "config": config, "storage-credentials": [cred]}
 
     def _credentials(self, request: Request, prefix: str, namespace: str, table: str) -> tuple[int, Any, dict]:
         wh, ns = self._warehouse(prefix), self._namespace(prefix, namespace)
@@ -538,14 +599,17 @@ class LakekeeperStandin:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _idempotent(self, request: Request, wh: Warehouse,
-                    act: Callable[[], tuple[int, Any, dict]]) -> tuple[int, Any, dict]:
-        """Run a mutation once per ``Idempotency-Key``: a replay gets the first success back."""
+    def _idempotent(self, request: Request, wh: Warehouse, act: Callable[[], tuple[int, Any, dict]],
+                    replay: Optional[Callable[[], tuple[int, Any, dict]]] = None) -> tuple[int, Any, dict]:
+        """Run a mutation once per ``Idempotency-Key``: a replay gets ``replay()``'s answer, or the
+        first success back."""
         key = request.headers.get("Idempotency-Key")
         if key is None:
             return act()
         with self._lock:
             if key in wh.idempotency:
+                if replay is not None:
+                    return replay()
                 status, raw = wh.idempotency[key]
                 return status, json.loads(raw) if raw else None, {}
             if key in wh.in_flight:
@@ -563,23 +627,25 @@ class LakekeeperStandin:
 
     def _warehouse(self, prefix: str) -> Warehouse:
         if not UUID_RE.match(prefix):
-            raise ApiError(400, "WarehouseIdIsNotUUID", f"Provided warehouse id {prefix!r} is not a valid UUID")
+            raise ApiError(400, "WarehouseIdIsNotUUID", "Provided WarehouseId is not a valid UUID. Got: {s}")
         wh = self.warehouses.get(prefix.lower())
         if wh is None:
-            raise ApiError(404, "NoSuchWarehouseException", f"Warehouse {prefix} not found")
+            raise ApiError(404, "NoSuchWarehouseException", f"A warehouse with id '{prefix}' does not exist",
+                           ("Warehouse not found or access denied",))
         return wh
 
     def _namespace(self, prefix: str, segment: str) -> tuple[str, ...]:
         levels = tuple(segment.split("\x1f"))
-        if levels not in self._warehouse(prefix).namespaces:
-            raise ApiError(404, "NoSuchNamespaceException", f"Namespace {'.'.join(levels)} does not exist")
+        wh = self._warehouse(prefix)
+        if levels not in wh.namespaces:
+            raise ApiError(404, "NoSuchNamespaceException", f"Namespace with name '{'.'.join(levels)}' does not "
+                           f"exist in warehouse '{wh.id}'", ("Namespace not found or access denied",))
         return levels
 
     def _find(self, wh: Warehouse, ns: tuple[str, ...], name: str) -> Table:
         table = wh.tables.get((ns, name))
         if table is None:
-            raise ApiError(404, "NoSuchGenericTableException",
-                           f"Generic table {'.'.join((*ns, name))} does not exist or is not visible")
+            raise ApiError(404, "NoSuchGenericTableException", "Error getting tabular from catalog")
         return table
 
     def _config_keys(self, wh: Warehouse) -> dict[str, str]:
@@ -588,7 +654,22 @@ class LakekeeperStandin:
                 "s3.path-style-access": "true" if wh.path_style else "false"}
 
     def _vend(self, wh: Warehouse, table: Table) -> dict[str, Any]:
-        """Credentials from STS AssumeRole, allowed only under the table's prefix."""
+        """The table's storage credential: STS credentials allowed only under its prefix, handed
+        out again unchanged until half their lifetime has passed (as Lakekeeper caches them)."""
+        with self._lock:
+            minted = wh.vended.get(table.id)
+            if minted is not None and wh.vended_lifetime_s is None and not self.faults.bogus_credentials:
+                issued, cred = minted
+                expires = int(cred["config"]["expiration-time"]) / 1000
+                if time.time() < issued + (expires - issued) / 2:
+                    return json.loads(json.dumps(cred))
+            issued, cred = time.time(), self._mint(wh, table)
+            if not self.faults.bogus_credentials:
+                wh.vended[table.id] = (issued, cred)
+            return json.loads(json.dumps(cred))
+
+    def _mint(self, wh: Warehouse, table: Table) -> dict[str, Any]:
+        """New credentials from STS AssumeRole, allowed only under the table's prefix."""
         key = table.location.removeprefix(f"s3://{wh.bucket}/")
         policy = json.dumps(_prefix_policy(wh.bucket, key))
         role_arn = wh.roles.get(table.id)
@@ -649,6 +730,68 @@ def _prefix_policy(bucket: str, key: str) -> dict[str, Any]:
     ]}
 
 
+class _NotDeserialized(ValueError):
+    """A body that is not the request type: Lakekeeper (axum) answers 422 in plain text."""
+
+
+def _create_body(request: Request) -> dict[str, Any]:
+    """The CreateGenericTableRequest in the body; ``_NotDeserialized`` names what is missing, as serde does."""
+    raw = request.get_data(as_text=True)
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise _NotDeserialized(f"{exc}") from None
+    if not isinstance(body, dict):
+        raise _NotDeserialized(f"invalid type: expected struct CreateGenericTableRequest at line 1 column {len(raw)}")
+    for name in ("name", "format"):
+        if not isinstance(body.get(name), str):
+            raise _NotDeserialized(f"missing field `{name}` at line 1 column {len(raw)}")
+    return body
+
+
+def _warehouse_view(wh: Warehouse) -> dict[str, Any]:
+    profile = {"type": "s3", "bucket": wh.bucket, "key-prefix": wh.key_prefix, "endpoint": wh.vended_endpoint,
+               "region": wh.s3.region, "path-style-access": wh.path_style, "sts-enabled": wh.sts_enabled,
+               "sts-token-validity-seconds": wh.sts_validity_s}
+    delete = {"type": "soft", "expiration-seconds": 3600} if wh.soft_delete else None
+    return warehouse_view(wh.id, wh.name, wh.project_id, profile, delete)
+
+
+def warehouse_view(warehouse_id: str, name: str, project_id: str, profile: dict[str, Any],
+                   delete_profile: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """GetWarehouseResponse as Lakekeeper 0.13.3 answers it: the S3 profile normalized (every
+    field, null when unset; the endpoint with a trailing '/')."""
+    normalized = {"type": "s3", "bucket": None, "key-prefix": None, "assume-role-arn": None, "endpoint": None,
+                  "region": None, "path-style-access": None, "sts-role-arn": None, "sts-endpoint": None,
+                  "sts-enabled": False, "sts-token-validity-seconds": 3600, "sts-session-tags": {},
+                  "flavor": "s3-compat", "allow-alternative-protocols": None, "remote-signing-url-style": "auto",
+                  "push-s3-delete-disabled": True, "aws-kms-key-arn": None, "remote-signing-enabled": True,
+                  "legacy-md5-behavior": None, "storage-layout": None, **profile}
+    if normalized["endpoint"]:
+        normalized["endpoint"] = normalized["endpoint"].rstrip("/") + "/"
+    return {"id": warehouse_id, "warehouse-id": warehouse_id, "name": name, "project-id": project_id,
+            "storage-profile": normalized,
+            "storage-credential-type": {"type": "s3", "credential-type": "access-key"},
+            "delete-profile": delete_profile or {"type": "hard"}, "status": "active", "protected": False,
+            "managed-by": "self-managed", "allowed-format-versions": [1, 2, 3], "updated-at": None}
+
+
+def as_lakekeeper_sends(request: Request, response: Response) -> None:
+    """An answer's headers and encoding as Lakekeeper's layers send them: ``x-request-id`` always;
+    JSON gzip-compressed when the client accepts it (and not tiny), with ``vary``; a 204 bare."""
+    response.headers["x-request-id"] = str(uuid.uuid4())
+    if response.status_code == 204:
+        response.headers.pop("Content-Type", None)
+        return
+    if response.mimetype != "application/json":
+        return
+    response.headers["vary"] = "accept-encoding"
+    data = response.get_data()
+    if "gzip" in request.headers.get("Accept-Encoding", "") and len(data) >= GZIP_MIN_BYTES:
+        response.set_data(gzip.compress(data))
+        response.headers["Content-Encoding"] = "gzip"
+
+
 def _reshape(response: Response, fault: Fault) -> None:
     """The checked answer's body sent slowly (trickle) or padded with spaces (pad)."""
     data = response.get_data() + b" " * fault.pad
@@ -662,9 +805,10 @@ def _reshape(response: Response, fault: Fault) -> None:
     response.headers["Content-Length"] = str(len(data))
 
 
-def _error(code: int, kind: str, message: str, headers: Optional[dict] = None) -> Response:
+def _error(code: int, kind: str, message: str, stack: tuple[str, ...] = (),
+           headers: Optional[dict] = None) -> Response:
     body = {"error": {"message": message, "type": kind, "code": code,
-                      "stack": [message, f"Error ID: {uuid.uuid4()}"]}}
+                      "stack": [*stack, f"Error ID: {uuid.uuid4()}"]}}
     return Response(json.dumps(body), status=code, content_type="application/json", headers=headers or {})
 
 

@@ -1,12 +1,13 @@
 """A stand-in for the parts of Lakekeeper that ``lakeflow stack bootstrap`` calls, plus a token endpoint.
 
-Real HTTP (werkzeug) on 127.0.0.1. Speaks Lakekeeper 0.13's wire format: ``/health``,
-``POST /management/v1/bootstrap`` (204, then 400 ``CatalogAlreadyBootstrapped``),
-``GET|POST /management/v1/warehouse`` (201 ``{"warehouse-id"}``, 409 ``WarehouseNameAlreadyExists``,
-400 ``CreateWarehouseStorageProfileOverlap``), ``POST /catalog/v1/{prefix}/namespaces`` (200, 404
-``NoSuchNamespaceException`` for a missing parent, 409 ``NamespaceAlreadyExists``, 400
-``WarehouseIdIsNotUUID``), Iceberg error bodies with an error id, and plain-text 422 for bodies
-that do not deserialize. Every request and response is validated against
+Real HTTP (werkzeug) on 127.0.0.1. Answers as Lakekeeper 0.13.3 did (``recorded-0.13.3``):
+``/health``, ``POST /management/v1/bootstrap`` (204, then 400 ``CatalogAlreadyBootstrapped``),
+``GET|POST /management/v1/warehouse`` (201 with the whole warehouse, its profile normalized; 409
+``WarehouseAlreadyExists``; 400 ``CreateWarehouseStorageProfileOverlap``, and ``Invalidsts-role-arn``
+for an AWS profile with STS but no role), ``POST /catalog/v1/{prefix}/namespaces`` (200, 404
+``NoSuchNamespaceException`` for a missing parent, 409 ``AlreadyExistsException``, 400
+``WarehouseIdIsNotUUID``), Iceberg error bodies with an error id, plain-text 422 for bodies that
+do not deserialize, gzip and ``x-request-id`` as the server sends them. Every request and response is validated against
 ``tests/management_openapi.yaml``; violations are kept in ``violations``.
 
 With ``accept`` set (e.g. ``tests.oauth_standin.OAuthStandin.is_valid``) every call but
@@ -30,6 +31,8 @@ from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAP
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
+from tests.lakekeeper_standin import DEFAULT_PROJECT, as_lakekeeper_sends, warehouse_view
+
 SPEC = Path(__file__).with_name("management_openapi.yaml")
 NAMESPACE_SEP = "\x1f"
 
@@ -40,6 +43,7 @@ class Warehouse:
     name: str
     profile: dict
     credential: dict  # kept like Lakekeeper does (encrypted there), never returned
+    delete_profile: Optional[dict] = None
 
 
 @dataclass
@@ -80,6 +84,7 @@ class ManagementStandin:
             except ValueError:
                 body = request.get_data(as_text=True)
         self.calls.append(Call(request.method, request.path, body, response.status_code))
+        as_lakekeeper_sends(request, response)
         return response(environ, start_response)
 
     def _dispatch(self, request: Request) -> Response:
@@ -111,10 +116,13 @@ class ManagementStandin:
         if path == "/health" and method == "GET":
             if time.monotonic() - self._started < self.unhealthy_for_s:
                 return _json({"health": "unhealthy"}, status=503)
-            return _json({"health": "ok"})
+            pools = [{"name": n, "lastCheck": int(time.time() * 1000), "status": "ok"} for n in ("read_pool",
+                                                                                                 "write_pool")]
+            return _json({"health": "ok", "services": {"auth": [], "catalog": pools, "secrets": pools},
+                          "maintenance_mode": "off"})
         if path == "/management/v1/bootstrap" and method == "POST":
             if self.bootstrapped:
-                return _error(400, "CatalogAlreadyBootstrapped", "Catalog already bootstrapped")
+                return _error(400, "CatalogAlreadyBootstrapped", "Catalog is not open for bootstrap")
             self.bootstrapped = True
             return Response(status=204)
         if path == "/management/v1/warehouse" and method == "GET":
@@ -131,41 +139,51 @@ class ManagementStandin:
     def _create_warehouse(self, body: dict) -> Response:
         name, profile = body["warehouse-name"], body["storage-profile"]
         if any(w.name == name for w in self.warehouses.values()):
-            return _error(409, "WarehouseNameAlreadyExists",
-                          f"Warehouse with this name ('{name}') already exists in the project.")
+            return _error(409, "WarehouseAlreadyExists", f"A warehouse with the name '{name}' already exists in "
+                          f"project with id '{DEFAULT_PROJECT}'", ("Error creating warehouse in catalog",))
+        if profile.get("flavor") == "aws" and profile.get("sts-enabled") \
+                and not (profile.get("sts-role-arn") or profile.get("assume-role-arn")):
+            return _error(400, "Invalidsts-role-arn", "Either `sts-role-arn` or `assume-role-arn` is required "
+                          "for Storage Profiles with AWS flavor if STS is enabled.")
         for w in self.warehouses.values():
             if _overlaps(w.profile, profile):
                 return _error(400, "CreateWarehouseStorageProfileOverlap",
                               f"Storage profile overlaps with existing warehouse {w.name}")
-        warehouse = Warehouse(str(uuid.uuid4()), name, profile, body.get("storage-credential") or {})
+        warehouse = Warehouse(str(uuid.uuid4()), name, profile, body.get("storage-credential") or {},
+                              body.get("delete-profile"))
         self.warehouses[warehouse.id] = warehouse
         self.namespaces[warehouse.id] = set()
-        return _json({"warehouse-id": warehouse.id}, status=201)
+        return _json(_warehouse_view(warehouse), status=201)
 
     def _create_namespace(self, prefix: str, body: dict) -> Response:
         try:
             uuid.UUID(prefix)
         except ValueError:
-            return _error(400, "WarehouseIdIsNotUUID", "Provided warehouse id is not a valid UUID")
+            return _error(400, "WarehouseIdIsNotUUID", "Provided WarehouseId is not a valid UUID. Got: {s}")
         if prefix not in self.warehouses:
-            return _error(404, "NoSuchWarehouseException", "Warehouse not found")
+            return _error(404, "NoSuchWarehouseException", f"A warehouse with id '{prefix}' does not exist",
+                          ("Warehouse not found or access denied",))
         levels = tuple(body["namespace"])
         existing = self.namespaces[prefix]
         if len(levels) > 1 and levels[:-1] not in existing:
-            return _error(404, "NoSuchNamespaceException",
-                          f"Parent namespace {NAMESPACE_SEP.join(levels[:-1])!r} not found")
+            return _error(404, "NoSuchNamespaceException", f"Namespace with name '{NAMESPACE_SEP.join(levels[:-1])}' "
+                          f"does not exist in warehouse '{prefix}'", ("Namespace not found or access denied",))
         if levels in existing:
-            return _error(409, "NamespaceAlreadyExists", "Namespace already exists")
+            return _error(409, "AlreadyExistsException", f"Namespace name '{NAMESPACE_SEP.join(levels)}' already "
+                          f"exist in warehouse '{prefix}'", ("Error creating Namespace in catalog",))
         existing.add(levels)
-        return _json({"namespace": list(levels), "properties": body.get("properties") or {}})
+        profile = self.warehouses[prefix].profile
+        location = f"s3://{profile['bucket']}/{(profile.get('key-prefix') or '').strip('/')}".rstrip("/")
+        properties = {**(body.get("properties") or {}), "namespace_id": str(uuid.uuid4()), "location": location}
+        return _json({"namespace": list(levels), "properties": properties})
 
     # --- auth -------------------------------------------------------------------------------
     def _authenticate(self, request: Request) -> Optional[Response]:
         auth = request.headers.get("Authorization")
         if not auth:
-            return _error(401, "MissingAuthorizationHeader", "Authorization header missing")
+            return _error(401, "MissingAuthorizationHeader", "Missing Authorization Header")
         if not self.accept(auth.removeprefix("Bearer ").strip()):
-            return _error(401, "AuthenticationFailed", "Unauthorized")
+            return _error(401, "AuthenticationFailed", "Authentication failed")
         return None
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -197,15 +215,13 @@ def _overlaps(a: dict, b: dict) -> bool:
 
 
 def _warehouse_view(w: Warehouse) -> dict:
-    return {"id": w.id, "name": w.name, "project-id": "00000000-0000-0000-0000-000000000000",
-            "storage-profile": w.profile, "delete-profile": {"type": "hard"}, "status": "active",
-            "protected": False}
+    return warehouse_view(w.id, w.name, DEFAULT_PROJECT, w.profile, w.delete_profile)
 
 
 def _json(payload: object, status: int = 200) -> Response:
     return Response(json.dumps(payload), status=status, content_type="application/json")
 
 
-def _error(code: int, type_: str, message: str) -> Response:
+def _error(code: int, type_: str, message: str, stack: tuple[str, ...] = ()) -> Response:
     return _json({"error": {"message": message, "type": type_, "code": code,
-                            "stack": [f"Error ID: {uuid.uuid4()}"]}}, status=code)
+                            "stack": [*stack, f"Error ID: {uuid.uuid4()}"]}}, status=code)

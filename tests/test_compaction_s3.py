@@ -22,6 +22,7 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import requests
 from botocore.exceptions import ClientError
 
 from lakeflow.catalog import open_catalog
@@ -220,3 +221,35 @@ def test_spark_session_reads_and_writes_lakekeeper_s3_uris_as_they_are(lakehouse
     assert lines["location"] == lakehouse.location and lines["rows"] == "120" and lines["written"] == "120"
     assert not any("_scheme-check" in k for k in lakehouse.keys())                 # deleted again
     assert lines["outside"] == f"refused {outside}"                          # the raw table's keys, elsewhere
+
+
+def test_every_iceberg_command_takes_the_warehouse_uuid_or_its_name(lakehouse: Lakehouse, tmp_path: Path) -> None:
+    """Lakekeeper's ``/catalog/v1/config`` resolves a warehouse by name only (``<name>`` or
+    ``<project-id>/<name>``; a UUID is 404, as recorded from 0.13.3): compact, query, status and
+    maintain work with WAREHOUSE_ID the UUID (looked up in the management API) or the name, and a
+    warehouse that does not exist is one line and exit 2, no traceback."""
+    wh = lakehouse.standin.warehouse
+    assert lakehouse.env["WAREHOUSE_ID"] == wh.id
+    config = requests.get(f"{lakehouse.standin.url}/catalog/v1/config", params={"warehouse": wh.id}, timeout=10,
+                          headers={"Authorization": f"Bearer {lakehouse.standin.token}"})
+    assert (config.status_code, config.json()["error"]["type"]) == (404, "NoSuchWarehouseException")
+    lakehouse.compact("arrow", tmp_path / "report.json")
+    by_name = {**lakehouse.env, "WAREHOUSE_ID": wh.name}
+    for env in (lakehouse.env, by_name):
+        for args in (["query", "--format", "csv", "SELECT count(*) AS n FROM readings"], ["status"],
+                     ["maintain", "--dry-run"]):
+            done = subprocess.run([LAKEFLOW, *args], env=env, cwd=lakehouse.home.parent, capture_output=True,
+                                  text=True, timeout=300)
+            assert done.returncode == 0, f"{args} with WAREHOUSE_ID={env['WAREHOUSE_ID']}: {done.stderr[-3000:]}"
+            lakehouse.assert_no_secret(done.stdout + done.stderr)
+            if args[0] == "query":
+                assert done.stdout.splitlines() == ["n", "120"]
+    configs = [r.query.get("warehouse") for r in lakehouse.standin.calls("GET", "/catalog/v1/config")]
+    assert f"{wh.project_id}/{wh.name}" in configs and wh.name in configs
+    assert configs.count(wh.id) == 1  # this test's own: lakeflow never sends the UUID there
+    unknown = {**lakehouse.env, "WAREHOUSE_ID": "00000000-1111-2222-3333-444444444444"}
+    for args in (["compact"], ["query", "SELECT 1"], ["status"], ["maintain", "--dry-run"]):
+        done = subprocess.run([LAKEFLOW, *args], env=unknown, cwd=lakehouse.home.parent, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 2, (args, done.stderr[-2000:])
+        assert "Traceback" not in done.stderr and "NoSuchWarehouseException" in done.stderr, (args, done.stderr)

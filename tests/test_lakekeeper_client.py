@@ -72,13 +72,20 @@ def test_delegation_header_and_client_managed_load(lakekeeper):
     assert plain.storage.merged()["s3.endpoint"].endswith("/")  # non-secret config still comes
 
 
-def test_credentials_refresh_returns_fresh_keys(lakekeeper):
+def test_credentials_come_from_the_servers_cache_for_half_their_lifetime(lakekeeper):
+    """As Lakekeeper does: the same credentials until half their lifetime is over, then new ones."""
+    lakekeeper.warehouse.sts_validity_s = 4
     catalog = client(lakekeeper)
     handle = catalog.register(NS, "t")
+    again = catalog.credentials(NS, "t")
+    assert again.location == handle.location
+    assert again.has_keys and again.expires_at == handle.storage.expires_at
+    assert again.merged()["s3.access-key-id"] == handle.storage.merged()["s3.access-key-id"]
+    time.sleep(max(0.0, handle.storage.expires_at.timestamp() - 2 - time.time()) + 0.2)
     fresh = catalog.credentials(NS, "t")
-    assert fresh.location == handle.location
-    assert fresh.has_keys and fresh.expires_at is not None
     assert fresh.merged()["s3.access-key-id"] != handle.storage.merged()["s3.access-key-id"]
+    assert fresh.expires_at is not None and handle.storage.expires_at is not None
+    assert fresh.expires_at > handle.storage.expires_at
 
 
 def test_sts_off_vends_an_entry_without_keys(lakekeeper):
@@ -188,15 +195,16 @@ def test_mutations_carry_an_idempotency_key_and_reads_do_not(lakekeeper):
 def test_a_lost_answer_is_replayed_not_created_twice(lakekeeper):
     lakekeeper.faults.reset(after=True, method="POST")  # the table is created, the answer lost
     handle = client(lakekeeper).register(NS, "t")
-    assert handle.created  # the retry with the same key replays the first result
+    assert handle.created  # the retry with the same key is answered 200 (Lakekeeper: a load of the table)
     posts = lakekeeper.calls("POST")
     assert len(posts) == 2 and posts[0].headers["idempotency-key"] == posts[1].headers["idempotency-key"]
+    assert [p.status for p in posts] == [200, 200]  # acted (its answer reset), then the replay
     assert list(lakekeeper.warehouse.tables) == [(NS, "t")]
 
 
 def test_request_in_progress_is_waited_out(lakekeeper):
     # The first attempt outlives the client's timeout; its retry finds it still running (409
-    # RequestInProgress), waits and is then answered with the first attempt's result. Retries at
+    # RequestInProgress), waits and is then answered as a replay (200, a load of the table). Retries at
     # ~0.7, 1.3 and 2.5 s: the first lands well inside the 2 s the first attempt is in flight.
     lakekeeper.faults.delay(2.0, method="POST")
     catalog = client(lakekeeper, options=HttpOptions(timeout=0.4, max_retries=4, backoff=0.3, jitter=0))
@@ -312,7 +320,7 @@ def test_location_already_taken_is_an_error_not_already_registered(lakekeeper):
         catalog.register(NS, "second", location=first.location + "/nested")
     assert (err.value.code, err.value.type) == (409, "LocationAlreadyTaken")
     assert UUID_RE.match(err.value.error_id)
-    with pytest.raises(CatalogError, match="not under the warehouse") as err:
+    with pytest.raises(CatalogError, match="not a valid sublocation") as err:
         catalog.register(NS, "third", location="s3://elsewhere/x")
     assert err.value.type == "InvalidLocation"
     with pytest.raises(CatalogError, match="already registered at") as err:
@@ -388,6 +396,7 @@ def test_the_stand_in_catches_contract_violations(lakekeeper):
     response = requests.post(f"{lakekeeper.url}/lakekeeper/v1/{lakekeeper.warehouse_id}/namespaces/iot"
                              "/generic-tables", json={"name": "no-format"},
                              headers={"Authorization": f"Bearer {lakekeeper.token}"})
-    assert response.status_code == 400
+    assert (response.status_code, response.headers["Content-Type"]) == (422, "text/plain; charset=utf-8")
+    assert response.text.endswith("missing field `format` at line 1 column 21")  # as Lakekeeper (serde) says
     assert len(lakekeeper.violations) == 1 and "request POST" in lakekeeper.violations[0]
     lakekeeper.violations.clear()

@@ -13,6 +13,7 @@ from typing import Iterator
 from urllib.parse import urlparse
 
 import pytest
+import requests
 import yaml
 from dotenv import dotenv_values
 
@@ -232,7 +233,10 @@ def test_bootstrap_twice_is_idempotent(lakekeeper):
 
     second, said = run_bootstrap(config)
     assert second == BootstrapResult(first.warehouse_id, False, False, ())
-    assert said[0] == "server: already bootstrapped" and "exists" in said[1]
+    # no drift reported: the server stores the endpoint as http://minio:9000/ (with its trailing '/')
+    assert lakekeeper.warehouses[first.warehouse_id] and said == [
+        "server: already bootstrapped", f"warehouse lakeflow: exists ({first.warehouse_id})",
+        "namespace iot: exists", "namespace iot.raw: exists"]
     assert [c.status for c in lakekeeper.calls if c.path == "/management/v1/bootstrap"] == [204, 400]
     assert sum(c.method == "POST" and c.path == "/management/v1/warehouse"
                for c in lakekeeper.calls) == 1, "an existing warehouse is looked up, not recreated"
@@ -245,6 +249,29 @@ def test_existing_warehouse_with_other_storage_is_kept_and_reported(lakekeeper):
                                               STACK_KEY_PREFIX="elsewhere"))
     assert not result.warehouse_created
     assert any("key-prefix='warehouse', configured 'elsewhere'; left as it is" in s for s in said)
+
+
+def test_aws_with_sts_needs_a_role_and_sends_it(lakekeeper):
+    """Lakekeeper refuses an AWS profile with STS but no role (400 Invalidsts-role-arn): lakeflow
+    says so first, naming the settings, and sends the role it is given."""
+    with pytest.raises(SettingsError, match="STACK_STS_ROLE_ARN") as caught:
+        stack_config(lakekeeper.url, STACK_S3_FLAVOR="aws")
+    assert "STACK_ASSUME_ROLE_ARN" in str(caught.value)
+    assert stack_config(lakekeeper.url, STACK_S3_FLAVOR="aws", STACK_STS_ENABLED="false").storage_profile()
+    role = "arn:aws:iam::123456789012:role/lakekeeper-sts"
+    result, _ = run_bootstrap(stack_config(lakekeeper.url, STACK_S3_FLAVOR="aws", STACK_STS_ROLE_ARN=role,
+                                           NAMESPACE="iot"))
+    profile = lakekeeper.warehouses[result.warehouse_id].profile
+    assert (profile["flavor"], profile["sts-role-arn"], "assume-role-arn" in profile) == ("aws", role, False)
+    assumed = stack_config(lakekeeper.url, STACK_S3_FLAVOR="aws", STACK_ASSUME_ROLE_ARN=role).storage_profile()
+    assert (assumed["assume-role-arn"], "sts-role-arn" in assumed) == (role, False)
+
+
+def test_the_stand_in_refuses_aws_with_sts_and_no_role_as_lakekeeper_does(lakekeeper):
+    body = {"warehouse-name": "aws", "storage-profile": {"type": "s3", "bucket": "b", "region": "us-east-1",
+                                                         "flavor": "aws", "sts-enabled": True}}
+    answer = requests.post(f"{lakekeeper.url}/management/v1/warehouse", json=body, timeout=10)
+    assert (answer.status_code, answer.json()["error"]["type"]) == (400, "Invalidsts-role-arn")
 
 
 def test_name_taken_on_create_is_not_an_error(lakekeeper):

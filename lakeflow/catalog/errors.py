@@ -67,6 +67,7 @@ _BY_TYPE: dict[str, Kind] = {
     "MissingAuthorizationHeader": AccessDenied,
 }
 _EXPLAINED: dict[Kind, str] = {
+    TableNotFound: "the table does not exist (or is not visible to this principal)",
     CommitConflict: "the table changed while this run worked; nothing was committed — run again",
     CommitStateUnknown: "the catalog failed during the commit, which may or may not have been applied "
     "(a fresh load of the table tells; a new run checks)",

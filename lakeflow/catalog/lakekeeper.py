@@ -29,6 +29,7 @@ from lakeflow.catalog.locations import check_location
 from lakeflow.catalog.wire import (
     CatalogConfig,
     CreateGenericTableRequest,
+    GetWarehouseResponse,
     ListGenericTablesResponse,
     LoadGenericTableCredentialsResponse,
     LoadGenericTableResponse,
@@ -108,6 +109,17 @@ class LakekeeperCatalog(Catalog):
                 if self._warehouse_id is None:
                     self._warehouse_id = self._resolve_warehouse(self.warehouse)
         return self._warehouse_id
+
+    def iceberg_warehouse(self) -> str:
+        """The ``warehouse`` of Lakekeeper's Iceberg REST catalog (``/catalog/v1/config``), which
+        names a warehouse by name only (``<name>`` or ``<project-id>/<name>``): a configured name as
+        it is, a UUID looked up in the management API (``GET /management/v1/warehouse/{id}``)."""
+        if not is_uuid(self.warehouse):
+            return self.warehouse
+        what = f"look up the name of warehouse {self.warehouse}"
+        path = f"/management/v1/warehouse/{quote(self.warehouse, safe='')}"
+        found = _parse(GetWarehouseResponse, self._call("GET", path, what=what), what)
+        return f"{found.project_id}/{found.name}" if found.project_id else found.name
 
     def register(
         self,

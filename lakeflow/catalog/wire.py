@@ -97,6 +97,14 @@ class CatalogConfig(Payload):
         return prefix
 
 
+class GetWarehouseResponse(Payload):
+    """``GET /management/v1/warehouse/{id}`` (management API): what names the warehouse."""
+
+    id: str
+    name: str
+    project_id: str | None = None
+
+
 class ErrorModel(Payload):
     message: str
     type: str = ""

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakeflow.catalog.errors import CommitConflict, iceberg_errors
+from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.compaction.files import TableFiles
 from lakeflow.compaction.schema import iceberg_schema, partition_spec, sort_order
 from lakeflow.credentials import parse_vended
 from lakeflow.readings import TIME
 from lakeflow.secret import redact
-from lakeflow.settings import Settings
+from lakeflow.settings import Settings, is_uuid
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -51,9 +52,10 @@ MANAGED_PROPERTIES = {**NO_RETRY, **BOUNDED_METADATA}  # set on tables created b
 TABLE_PROPERTIES = {"write.parquet.compression-codec": "zstd", "format-version": "2", **MANAGED_PROPERTIES}
 
 
-def rest_properties(settings: Settings) -> dict[str, str]:
-    """pyiceberg RestCatalog properties for Lakekeeper's Iceberg REST catalog (``{LAKEKEEPER}/catalog``)."""
-    props = {"uri": f"{settings.lakekeeper}/catalog", "warehouse": settings.warehouse or ""}
+def rest_properties(settings: Settings, warehouse: str | None = None) -> dict[str, str]:
+    """pyiceberg RestCatalog properties for Lakekeeper's Iceberg REST catalog (``{LAKEKEEPER}/catalog``);
+    ``warehouse`` as that catalog names it (:func:`iceberg_warehouse`; default: WAREHOUSE_ID as set)."""
+    props = {"uri": f"{settings.lakekeeper}/catalog", "warehouse": warehouse or settings.warehouse or ""}
     if settings.token:
         props["token"] = settings.token.reveal()
     elif settings.oauth_client_id and settings.oauth_client_secret and settings.oauth_token_url:
@@ -93,15 +95,25 @@ def iceberg_catalog(settings: Settings) -> Catalog:
                     properties = {**properties, "s3.endpoint": settings.s3_endpoint}
                 return super()._load_file_io(properties, location)
 
-        props = rest_properties(settings)
+        props = rest_properties(settings, iceberg_warehouse(settings))
         log.info("[iceberg] REST catalog %s", redact(props, ("credential",)))
-        return _RestCatalog("lakekeeper", **props)
+        with iceberg_errors(f"open the Iceberg catalog {props['uri']} (warehouse {props['warehouse']})"):
+            return _RestCatalog("lakekeeper", **props)
     from pyiceberg.catalog.sql import SqlCatalog
 
     settings.home.mkdir(parents=True, exist_ok=True)
     return SqlCatalog(
         "lakeflow", uri=f"sqlite:///{settings.home / 'iceberg.db'}", warehouse=(settings.home / "iceberg").as_uri()
     )
+
+
+def iceberg_warehouse(settings: Settings) -> str:
+    """WAREHOUSE_ID as Lakekeeper's Iceberg catalog accepts it: a name as it is, a UUID resolved to
+    ``<project-id>/<name>`` (``/catalog/v1/config`` resolves names only)."""
+    if not settings.warehouse or not is_uuid(settings.warehouse):
+        return settings.warehouse or ""
+    with LakekeeperCatalog.from_settings(settings) as lakekeeper:
+        return lakekeeper.iceberg_warehouse()
 
 
 def iceberg_catalog_uri(settings: Settings) -> str:
