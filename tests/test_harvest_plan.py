@@ -108,3 +108,13 @@ def test_the_filesystem_batch_sink_names_nothing():
                                 "+- Sink: Filesystem<br/>")])
     assert [(r.role, r.kind, r.table) for r in refs] == [
         ("sink", "filesystem", None), ("source", "table", TableRef("lake", "streams", "src"))]
+
+
+def test_a_statement_sets_branches_are_stripped_from_its_writers():
+    # two Kafka sinks of one statement set, as Flink 2.3 draws the tree (":- " and ":  +- " branches)
+    refs = job_references([node("TableSourceScan(table=[[lake, streams, orders]], fields=[id])<br/>"
+                                ":- audit[17]: Writer<br/>:  +- audit[17]: Committer<br/>"
+                                "+- Sink(table=[lake.streams.orders_pg], fields=[id])<br/>")])
+    assert [(r.role, r.kind, str(r.table)) for r in refs] == [
+        ("sink", "table", "lake.streams.orders_pg"), ("sink", "table-writer", "audit"),
+        ("source", "table", "lake.streams.orders")]

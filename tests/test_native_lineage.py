@@ -26,7 +26,7 @@ from lakeflow.lineage import native
 from lakeflow.lineage import openlineage as ol
 from lakeflow.lineage.datasets import DatasetId, catalog_alias, from_location
 from lakeflow.lineage.spark import read_runs
-from lakeflow.lineage.store import read_events
+from lakeflow.lineage.store import JOB_NAMESPACE, read_events
 from tests.fixtures_flink import packaged_job_args
 from tests.test_ingest_flink import packaged_job_env
 from tests.test_openlineage import assert_valid
@@ -42,7 +42,7 @@ T0 = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
 def _push(store: Path, job_id: str, name: str, *, outputs=(), inputs=(), end: str = "COMPLETE",
           error: str = "") -> None:
     """The events the listener writes for one job (START with the lineage, then its end)."""
-    run_id, ns = str(uuid.UUID(job_id)), native.JOB_NAMESPACE
+    run_id, ns = str(uuid.UUID(job_id)), JOB_NAMESPACE
     ol.write_event(store, ol.run_event("START", run_id=run_id, job_namespace=ns, job_name=name, event_time=T0,
                                        inputs=inputs, outputs=outputs,
                                        job_facets={"jobType": ol.job_type("STREAMING", "FLINK")}))

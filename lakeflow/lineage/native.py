@@ -20,17 +20,11 @@ from lakeflow.lineage.flink_rest import ExceptionHistory, Failure, JobDetail
 from lakeflow.lineage.graph import FlinkJob, SparkRun
 from lakeflow.lineage.plan import SINK, SOURCE, Reference
 from lakeflow.lineage.resolve import Resolution
+from lakeflow.lineage.spark import merge as merge_events
+from lakeflow.lineage.store import is_flink
 
-JOB_NAMESPACE = "flink"  # the listener's, and the harvest's own OpenLineage namespace for Flink jobs
 NATIVE = "native"  # evidence of a dataset named by the job's own native lineage
 STATES = {"START": "CREATED", "COMPLETE": "FINISHED", "FAIL": "FAILED", "ABORT": "CANCELED"}
-
-
-def is_flink(event: Mapping[str, Any]) -> bool:
-    """Whether a stored event is a Flink run's (the listener's), not a compaction's."""
-    job = event.get("job") or {}
-    integration = ((job.get("facets") or {}).get("jobType") or {}).get("integration")
-    return job.get("namespace") == JOB_NAMESPACE or str(integration).upper() == "FLINK"
 
 
 @dataclass(frozen=True)
@@ -47,10 +41,8 @@ class NativeRun:
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[NativeRun]:
-    """The Flink runs among stored events (:func:`is_flink`), each merged from its events."""
-    # imported here: spark.py imports this module
-    from lakeflow.lineage.spark import merge as merge_events
-
+    """The Flink runs among stored events (:func:`lakeflow.lineage.store.is_flink`), each merged
+    from its events."""
     events = [e for e in events if is_flink(e)]
     processing: dict[str, str] = {}
     for e in events:

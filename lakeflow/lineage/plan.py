@@ -31,6 +31,7 @@ SOURCE, SINK = "source", "sink"
 
 _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _INDEX = re.compile(r"^\[\d+\]:\s*")
+_TREE = re.compile(r"^(?:\s*(?::-|\+-|:|\|))+\s*")  # a multi-sink plan's ":- ", ":  +- " branches
 _SCAN = re.compile(r"\bTableSourceScan\(table=\[\[(?P<ids>.*?)\]\]")
 _LOOKUP = re.compile(r"\bLookupJoin\(table=\[(?P<ids>[^\]]+)\]")
 _SINK_NESTED = re.compile(r"\b(?:Sink|TableSinkFunction)\(table=\[\[(?P<ids>.*?)\]\]")
@@ -80,14 +81,11 @@ class Reference:
 
 
 def operators(description: str) -> list[str]:
-    """The chained operators of one plan-node description, decoded: ``<br/>`` split, ``+-`` and
-    indentation stripped, HTML entities unescaped, ``[N]:`` prefixes removed."""
+    """The chained operators of one plan-node description, decoded: ``<br/>`` split, the tree's
+    ``+-`` / ``:-`` / ``:`` branches and indentation stripped, HTML entities unescaped, ``[N]:`` prefixes removed."""
     out = []
     for part in _BR.split(description):
-        text = html.unescape(part).strip()
-        while text.startswith("+-"):
-            text = text[2:].strip()
-        text = _INDEX.sub("", text)
+        text = _INDEX.sub("", _TREE.sub("", html.unescape(part).strip()))
         if text:
             out.append(text)
     return out
