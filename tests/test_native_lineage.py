@@ -98,6 +98,22 @@ def test_pushed_and_pulled_datasets_are_one(recorded_jobmanager, recorded_scenar
     assert job["evidence"] == {str(table): "declared", str(SENSORS): "native"}
 
 
+def test_a_kafka_sql_sink_named_by_its_table_is_left_to_the_plan(recorded_jobmanager, recorded_scenario, tmp_path):
+    """flink-sql-connector-kafka 5.0.0-2.2's SQL sink reports ``kafka://host:port`` with the *table's*
+    identifier as the topic (measured, tests/test_lineage_real_connectors.py): a pushed dataset
+    naming a table of the job's plan (a catalog table, or the Sink V2 writer's bare name in any
+    catalog.database) is no dataset; a real topic is added."""
+    batch = recorded_scenario["job_ids"]["harvest-batch"][0]  # its plan: Sink V2 writer 'nowhere'
+    prints = recorded_scenario["job_ids"]["harvest-sql-print"][0]  # its plan: lake.iot.archive → lake.iot.console
+    store, topic = tmp_path / "lineage", DatasetId("kafka://k:9092", "payments")
+    _push(store, batch, "harvest-batch", outputs=[ol.dataset(DatasetId("kafka://k:9092", "lake.iot.nowhere")),
+                                                  ol.dataset(topic)])
+    _push(store, prints, "harvest-sql-print", outputs=[ol.dataset(DatasetId("kafka://k:9092", "lake.iot.console"))])
+    jobs = _jobs(_harvest(recorded_jobmanager, tmp_path, store))
+    assert jobs[batch]["outputs"] == [str(topic)] and jobs[batch]["evidence"] == {str(topic): "native"}
+    assert jobs[prints]["outputs"] == []
+
+
 def test_jobs_the_cluster_forgot_come_from_their_events(recorded_jobmanager, tmp_path, capsys):
     store = tmp_path / "lineage"
     table = from_location("s3://bucket/warehouse/t")
