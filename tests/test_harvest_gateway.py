@@ -341,3 +341,75 @@ def test_kafka_topic_lists_are_every_topic_and_patterns_no_topic(gateway):
                    ("source", DatasetId("kafka://k:9092", "b"), "plan"),
                    ("source", "catalog table lake.streams.pattern: Kafka table, but its topic-pattern 'orders-.*' "
                               "names no topic", "plan")]
+
+
+# --- the plans Flink 2.3.0 showed for the fifteen real-connector jobs (recorded by
+# tests/test_lineage_real_connectors.py), resolved against answers shaped like its gateway's -----
+
+def _catalog_answers() -> dict:
+    def listing(column: str, *names: str) -> dict:
+        return {"columns": [{"name": column, "logicalType": VARCHAR, "comment": None}], "rows": [[n] for n in names]}
+
+    def kafka(table: str, topic: str) -> dict:
+        return ddl(f"CREATE TABLE `lake`.`streams`.`{table}` (\n  `id` BIGINT\n) WITH (\n  'connector' = 'kafka',\n"
+                   f"  'topic' = '{topic}',\n  'properties.bootstrap.servers' = 'k:9092',\n  'format' = 'json'\n)\n")
+
+    topics = ("alerts", "audit", "bad_orders", "clicks", "clicks_copy", "orders", "orders_enriched")
+    return {
+        "SHOW CATALOGS": listing("catalog name", "default_catalog", "lake", "pg"),
+        "SHOW DATABASES IN `default_catalog`": listing("database name", "default_database"),
+        "SHOW DATABASES IN `lake`": listing("database name", "streams"),
+        "SHOW DATABASES IN `pg`": listing("database name", "postgres", "shop"),
+        "SHOW TABLES IN `default_catalog`.`default_database`": listing("table name"),
+        "SHOW TABLES IN `lake`.`streams`": listing("table name", *sorted((*topics, "archive", "orders_pg"))),
+        "SHOW TABLES IN `pg`.`postgres`": listing("table name"),
+        "SHOW TABLES IN `pg`.`shop`": listing("table name", "public.alerts", "public.customers",
+                                              "public.customers_copy", "public.orders_copy"),
+        "DESCRIBE CATALOG EXTENDED `lake`": info(("name", "lake"), ("type", "test-filesystem")),
+        "DESCRIBE CATALOG EXTENDED `pg`": info(("name", "pg"), ("type", "jdbc"),
+                                              ("option:base-url", "jdbc:postgresql://db:5432"),
+                                              ("option:default-database", "shop")),
+        **{f"SHOW CREATE TABLE `lake`.`streams`.`{t}`": kafka(t, t) for t in topics},
+        "SHOW CREATE TABLE `lake`.`streams`.`orders_pg`": ddl(
+            "CREATE TABLE `lake`.`streams`.`orders_pg` (\n  `id` BIGINT\n) WITH (\n  'connector' = 'jdbc',\n"
+            "  'url' = 'jdbc:postgresql://db:5432/shop',\n  'table-name' = 'orders_copy',\n"
+            "  'username' = 'lakeflow',\n  'password' = 'pa55'\n)\n"),
+    }
+
+
+def test_the_real_connector_plans_resolve_exactly(gateway):
+    import json
+    from pathlib import Path
+
+    from lakeflow.lineage.flink_rest import PlanNode
+    from lakeflow.lineage.plan import job_references
+
+    plans = json.loads((Path(__file__).parent / "fixtures" / "harvest" / "real-connectors-plans.json").read_text())
+    _, client = gateway(_catalog_answers())
+    resolver = Resolver(from_mapping({"connection": {"rest_api_url": "http://x"}}), client)
+    got = {}
+    for job, descriptions in plans.items():
+        nodes = [PlanNode(f"v{i}", d, 1, ()) for i, d in enumerate(descriptions)]
+        resolutions = resolver.resolve(job_references(nodes), {})
+        got[job] = {role: sorted(str(r.dataset) for r in resolutions if r.dataset and r.reference.role == role)
+                    for role in ("source", "sink")}
+    k = lambda topic: f"kafka://k:9092/{topic}"  # noqa: E731
+    pg = lambda table: f"postgres://db:5432/shop.public.{table}"  # noqa: E731
+    nothing = {"source": [], "sink": []}
+    assert got == {
+        "batch-jdbc": {"source": [pg("customers")], "sink": [pg("customers_copy")]},
+        "cancelled": {"source": [k("clicks")], "sink": [k("clicks_copy")]},
+        "datagen-to-kafka": {"source": [], "sink": [k("audit")]},
+        "ds-file-sink": nothing,
+        "ds-kafka-to-kafka": nothing,
+        "ds-named-like-kafka": nothing,
+        "failed": {"source": [k("bad_orders")], "sink": [pg("alerts")]},
+        "kafka-to-filesystem": {"source": [k("orders")], "sink": []},
+        "kafka-to-jdbc-catalog": {"source": [k("orders")], "sink": [pg("alerts")]},
+        "kafka-to-jdbc-table": {"source": [k("orders")], "sink": [pg("orders_copy")]},
+        "kafka-to-kafka": {"source": [k("orders")], "sink": [k("orders_enriched")]},
+        "lookup-join": {"source": sorted([k("orders"), pg("customers")]), "sink": [k("alerts")]},
+        "session-table": {"source": [], "sink": [pg("orders_copy")]},
+        "statement-set": {"source": [k("orders")], "sink": sorted([k("audit"), pg("orders_copy")])},
+        "view": {"source": [k("orders")], "sink": [k("alerts")]},
+    }

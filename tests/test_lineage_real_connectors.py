@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import pytest
 import requests
@@ -42,6 +43,7 @@ JOBS = ROOT / "tests" / "harvest_jobs" / "connectors.py"
 TOPICS = ("orders", "orders_enriched", "alerts", "audit", "bad_orders", "clicks", "clicks_copy", "ds_orders")
 ORDERS = [json.dumps({"id": i, "customer_id": i % 3 + 1, "amount": 60.0 * i}) for i in range(1, 6)]
 SLOTS = 16
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -188,43 +190,75 @@ def stack(kafka_broker: KafkaBroker, postgres_server: PostgresServer,
             "execution.checkpointing.interval": "2s"}
     cluster = FlinkCluster(work / "cluster", rest_port=free_port(), rpc_port=free_port(), conf=conf,
                            lib_jars=[LISTENER_JAR, *connectors])
-    for topic in TOPICS:
-        kafka_broker.create_topic(topic)
-    kafka_broker.produce("orders", ORDERS)
-    kafka_broker.produce("clicks", ORDERS)
-    kafka_broker.produce("bad_orders", ["this is not JSON"])
-    postgres_server.create_database("shop")
-    postgres_server.sql(POSTGRES_SETUP, "shop")
-    cluster.start()
+    timings: dict[str, float] = {}
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the data is written while the cluster starts
+        data = pool.submit(_timed, timings, "data", _write_data, kafka_broker, postgres_server)
+        _timed(timings, "cluster", cluster.start)
+        data.result()
     try:
         (work / "catalog-store").mkdir()
-        url = cluster.start_sql_gateway(free_port(), jars=[*jars.fetch(catalog_jar_set()), *connectors, LISTENER_JAR],
-                                        conf={"table.catalog-store.kind": "file",
-                                              "table.catalog-store.file.path": str(work / "catalog-store")})
+        url = _timed(timings, "gateway", cluster.start_sql_gateway, free_port(),
+                     jars=[*jars.fetch(catalog_jar_set()), *connectors, LISTENER_JAR],
+                     conf={"table.catalog-store.kind": "file",
+                           "table.catalog-store.file.path": str(work / "catalog-store")})
         gateway = RealSqlGateway(url, work)
         setup = gateway.open_session()
         gateway.create_catalog(setup, "lake", "streams")
         for statement in sql_setup(kafka_broker, postgres_server, files):
             gateway.run(setup, statement)
-        job_ids = {}
-        for name, statements in JOBS_SQL.items():
-            session = gateway.open_session()
-            gateway.run(session, f"SET 'pipeline.name' = '{name}'")
-            for statement in statements:
-                result = gateway.run(session, statement.replace("{bootstrap}", kafka_broker.bootstrap))
-            assert result.job_id, f"{name}: no job submitted"
-            job_ids[name] = result.job_id
-        done = cluster.flink(["run", "-pyclientexec", sys.executable, "-pyexec", sys.executable, "-py", str(JOBS),
-                              kafka_broker.bootstrap, str(files / "ds-numbers")], timeout=300)
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=4) as pool:  # the flink run client beside the gateway's submissions
+            datastream = pool.submit(cluster.flink, ["run", "-pyclientexec", sys.executable, "-pyexec", sys.executable,
+                                                     "-py", str(JOBS), kafka_broker.bootstrap,
+                                                     str(files / "ds-numbers")], timeout=300)
+            job_ids = dict(pool.map(lambda job: (job[0], _submit(gateway, *job, kafka_broker.bootstrap)),
+                                    JOBS_SQL.items()))
+            done = datastream.result()
+        timings["jobs"] = time.monotonic() - started
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         _wait_states(cluster.rest_url, {"failed": {"FAILED"}, "batch-jdbc": {"FINISHED"},
                                         "cancelled": {"RUNNING"}})
         requests.patch(f"{cluster.rest_url}/v1/jobs/{job_ids['cancelled']}?mode=cancel", timeout=10)
         _wait_states(cluster.rest_url, {"cancelled": {"CANCELED"}})
         time.sleep(1)  # the listener writes on the JobManager's I/O threads
+        print(f"\nsetup: {', '.join(f'{k} {v:.1f}s' for k, v in timings.items())}")
+        plans = {j["name"]: [n["description"] for n in requests.get(f"{cluster.rest_url}/v1/jobs/{j['jid']}",
+                                                                    timeout=10).json()["plan"]["nodes"]]
+                 for j in _jobs(cluster.rest_url).values()}
+        (work / "plans.json").write_text(json.dumps(dict(sorted(plans.items())), indent=1) + "\n")
+        print(f"plans: {work / 'plans.json'} (tests/fixtures/harvest/real-connectors-plans.json is a copy)")
         yield Stack(cluster, gateway, kafka_broker, postgres_server, store, files, job_ids)
     finally:
         cluster.stop()
+
+
+def _timed(timings: dict[str, float], what: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    started = time.monotonic()
+    try:
+        return call(*args, **kwargs)
+    finally:
+        timings[what] = time.monotonic() - started
+
+
+def _write_data(kafka: KafkaBroker, postgres: PostgresServer) -> None:
+    """The topics (created in parallel: one JVM each) with their records, and the Postgres tables."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(kafka.create_topic, TOPICS))
+    kafka.produce("orders", ORDERS)
+    kafka.produce("clicks", ORDERS)
+    kafka.produce("bad_orders", ["this is not JSON"])
+    postgres.create_database("shop")
+    postgres.sql(POSTGRES_SETUP, "shop")
+
+
+def _submit(gateway: RealSqlGateway, name: str, statements: list[str], bootstrap: str) -> str:
+    """Run one job's statements in a session of its own; the id of the job they submit."""
+    session = gateway.open_session()
+    gateway.run(session, f"SET 'pipeline.name' = '{name}'")
+    for statement in statements:
+        result = gateway.run(session, statement.replace("{bootstrap}", bootstrap))
+    assert result.job_id, f"{name}: no job submitted"
+    return result.job_id
 
 
 def harvested(stack: Stack, with_listener: bool) -> tuple[set[Edge], dict[str, list[str]]]:
