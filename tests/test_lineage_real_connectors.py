@@ -268,6 +268,7 @@ def harvested(stack: Stack, with_listener: bool) -> tuple[set[Edge], dict[str, l
     if with_listener:
         recipe["lineage_dir"] = str(stack.store)
     graph = harvest(from_mapping(recipe)).graph
+    assert stack.postgres.password not in repr(graph)  # the JDBC tables' DDL holds it; no name or reason does
     names = {e.job for e in ground_truth(stack)} | set(JOBS_SQL)
     edges = {Edge(j.name, role, d) for j in graph.jobs if j.name in names
              for role, datasets in (("source", j.inputs), ("sink", j.outputs)) for d in datasets}
@@ -289,6 +290,9 @@ def test_the_harvest_scores_on_real_connectors(stack):
     truth = ground_truth(stack)
     states = {name: j["state"] for name, j in _jobs(stack.cluster.rest_url).items()}
     assert set(states) == {e.job for e in truth} | {"ds-named-like-kafka"}, states
+    ended = {"failed": "FAILED", "cancelled": "CANCELED", "batch-jdbc": "FINISHED", "ds-file-sink": "FINISHED"}
+    assert {name: states[name] for name in ended} == ended
+    assert {state for name, state in states.items() if name not in ended} <= {"RUNNING", "FINISHED"}, states
     table = {}
     for with_listener in (False, True):
         found, unresolved = harvested(stack, with_listener)
