@@ -413,3 +413,16 @@ def test_the_real_connector_plans_resolve_exactly(gateway):
         "statement-set": {"source": [k("orders")], "sink": sorted([k("audit"), pg("orders_copy")])},
         "view": {"source": [k("orders")], "sink": [k("alerts")]},
     }
+
+
+@pytest.mark.parametrize("url, table_name, dataset", [
+    ("jdbc:postgresql://db/shop", "orders", DatasetId("postgres://db:5432", "shop.public.orders")),
+    ("jdbc:postgresql://db:6543/shop?sslmode=require", "sales.orders", DatasetId("postgres://db:6543", "shop.sales.orders")),
+    ("jdbc:mysql://db:3307/crm?useSSL=false", "users", DatasetId("mysql://db:3307", "crm.users")),
+    ("jdbc:sqlserver://db;databaseName=shop;encrypt=true", "items", DatasetId("mssql://db:1433", "shop.dbo.items")),
+])
+def test_jdbc_urls_by_scheme(gateway, url, table_name, dataset):
+    _, client = gateway({"SHOW CREATE TABLE `lake`.`streams`.`t`": ddl(
+        f"CREATE TABLE t (id BIGINT) WITH (\n  'connector' = 'jdbc',\n  'url' = '{url}',\n"
+        f"  'table-name' = '{table_name}'\n)")})
+    assert resolve(client, TableRef("lake", "streams", "t")).dataset == dataset
