@@ -82,13 +82,16 @@ package: $(JAR) $(PACKAGE_ZIP)  ## build what `flink run` needs (jar + zipped la
 	@echo "      then make compact and make harvest (while the cluster runs)"
 
 # --- S3 jars (docs/s3.md): Maven resolves them from Maven Central ($MAVEN_REPO), checksums verified ---
-.PHONY: s3-jars sql-gateway-jar
+.PHONY: s3-jars sql-gateway-jar connector-jars
 
 s3-jars: install  ## fetch the S3 jars (Flink plugin + hadoop-aws/AWS SDK v2 for Spark) into build/jars/; installs the Flink plugin
 	$(PY) -m lakeflow.jars flink spark
 
 sql-gateway-jar: install  ## flink-sql-gateway of the wheel's Flink version into build/jars/ (the wheel lacks it; make cluster-up starts it from there)
 	$(PY) -m lakeflow.jars sql-gateway
+
+connector-jars: install  ## Flink's Kafka and JDBC (PostgreSQL) connectors into build/jars/ (the lineage tests' cluster has them in lib/)
+	$(PY) -m lakeflow.jars kafka-connector jdbc-connector
 
 flink-plugins: install  ## flink-s3-fs-hadoop of the wheel's Flink version into its plugins/s3-fs-hadoop/ (cached in build/jars/)
 	$(PY) -m lakeflow.jars flink

@@ -16,6 +16,12 @@ Three sets, each cached in its own folder under ``build/jars/`` (``$LAKEFLOW_JAR
   (``build/jars/flink-sql-gateway-<version>/``): the wheel has ``bin/sql-gateway.sh`` but not the
   jar it looks for in ``opt/``; :meth:`lakeflow.flink_cluster.FlinkCluster.start_sql_gateway`
   puts it on the gateway's own classpath (the wheel's folders stay as they are).
+- **kafka-connector** — ``org.apache.flink:flink-sql-connector-kafka`` (Flink 2.x build,
+  ``build/jars/flink-sql-connector-kafka-<version>/``) and **jdbc-connector** —
+  ``flink-connector-jdbc-core`` + ``-postgres`` with the PostgreSQL driver
+  (``build/jars/flink-connector-jdbc-<version>/``): for a cluster's ``lib/``
+  (:class:`lakeflow.flink_cluster.FlinkCluster` ``lib_jars``) and its SQL Gateway, as the
+  lineage tests run them.
 
 Maven resolves and downloads them (``build-support/jars/*.pom.xml``, ``mvn -C``: every file is
 checked against the checksum the repository publishes beside it, and the build fails on a
@@ -24,8 +30,8 @@ mismatch or a missing checksum); it honours ``~/.m2/settings.xml`` (mirrors, pro
 ``build/jars/m2``. A folder is complete once it holds its key jar (it is filled in a temporary
 folder and renamed): pre-seeding an offline machine means copying ``build/jars/<set>/`` there.
 ``LAKEFLOW_JARS_OFFLINE=1`` never starts Maven. Command line: ``python -m lakeflow.jars [flink]
-[spark] [sql-gateway]`` (``make s3-jars``, ``make flink-plugins``, ``make s3a-jars``,
-``make sql-gateway-jar``).
+[spark] [sql-gateway] [kafka-connector] [jdbc-connector]`` (``make s3-jars``, ``make flink-plugins``,
+``make s3a-jars``, ``make sql-gateway-jar``, ``make connector-jars``).
 """
 
 from __future__ import annotations
@@ -54,6 +60,10 @@ POMS = REPO / "build-support" / "jars"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 FLINK_S3_PLUGIN = "flink-s3-fs-hadoop"
 SQL_GATEWAY = "flink-sql-gateway"
+KAFKA_CONNECTOR = "flink-sql-connector-kafka"
+KAFKA_CONNECTOR_VERSION = "5.0.0-2.2"  # the newest for Flink 2.x; runs on 2.3.0
+JDBC_CONNECTOR = "flink-connector-jdbc"
+JDBC_CONNECTOR_VERSION = "4.0.0-2.0"  # 4.1.x for Flink 2.x is not on Maven Central
 PLUGIN_FOLDER = "s3-fs-hadoop"
 SDK_MODULES = ("s3", "sts", "s3-transfer-manager")
 MAVEN_TIMEOUT_S = 1800.0
@@ -113,7 +123,7 @@ def hadoop_version(spark_jars: Path | None = None) -> str:
 class JarSet:
     """One folder of jars, resolved by Maven from one POM template."""
 
-    name: str  # flink | spark | sql-gateway
+    name: str  # flink | spark | sql-gateway | kafka-connector | jdbc-connector
     version: str  # the wheel's Flink version / pyspark's Hadoop version
     key_jar: str  # the jar whose presence makes the folder complete
     template: str  # file under build-support/jars/
@@ -179,7 +189,43 @@ def sql_gateway_set() -> JarSet:
     )
 
 
-SETS = {"flink": flink_set, "spark": spark_set, "sql-gateway": sql_gateway_set}
+def kafka_connector_set() -> JarSet:
+    v = KAFKA_CONNECTOR_VERSION
+    return JarSet(
+        "kafka-connector",
+        v,
+        f"{KAFKA_CONNECTOR}-{v}.jar",
+        f"{KAFKA_CONNECTOR}.pom.xml",
+        "@VERSION@",
+        f"org.apache.flink:{KAFKA_CONNECTOR}:{v} (one shaded jar, ~11 MB)",
+        KAFKA_CONNECTOR,
+        "connector-jars",
+    )
+
+
+def jdbc_connector_set() -> JarSet:
+    v = JDBC_CONNECTOR_VERSION
+    return JarSet(
+        "jdbc-connector",
+        v,
+        f"{JDBC_CONNECTOR}-core-{v}.jar",
+        f"{JDBC_CONNECTOR}.pom.xml",
+        "@VERSION@",
+        f"org.apache.flink:{JDBC_CONNECTOR}-core:{v} + {JDBC_CONNECTOR}-postgres:{v} + "
+        "org.postgresql:postgresql:42.7.8 (~1.5 MB)",
+        JDBC_CONNECTOR,
+        "connector-jars",
+    )
+
+
+SETS = {
+    "flink": flink_set,
+    "spark": spark_set,
+    "sql-gateway": sql_gateway_set,
+    "kafka-connector": kafka_connector_set,
+    "jdbc-connector": jdbc_connector_set,
+}
+DEFAULT_SETS = ("flink", "spark", "sql-gateway")
 
 
 # --- fetching -------------------------------------------------------------------------------------
@@ -343,6 +389,11 @@ def sql_gateway_jar() -> Path:
     return jar_set.folder / jar_set.key_jar
 
 
+def connector_jars() -> list[Path]:
+    """The Kafka and JDBC (PostgreSQL) connector jars for a cluster's ``lib/`` (fetched if need be)."""
+    return [*fetch(kafka_connector_set()), *fetch(jdbc_connector_set())]
+
+
 def ensure_jars(names: Sequence[str]) -> dict[str, list[Path]]:
     """Fetch (if need be) the named sets; install the Flink plugin. Raises :class:`JarsUnavailable`."""
     out: dict[str, list[Path]] = {}
@@ -380,12 +431,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=tuple(SETS),
         metavar="SET",
         help="flink (the S3 plugin, installed into Flink's plugins/), spark (hadoop-aws + AWS SDK "
-        "v2), sql-gateway (Flink's SQL Gateway jar); default all three",
+        "v2), sql-gateway (Flink's SQL Gateway jar), kafka-connector, jdbc-connector (Flink's Kafka "
+        "and PostgreSQL JDBC connectors); default the first three",
     )
     parser.add_argument("--print-versions", action="store_true", help="print the versions and folders, fetch nothing")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    wanted = [name for name in SETS if name in (args.sets or SETS)]
+    wanted = [name for name in SETS if name in (args.sets or DEFAULT_SETS)]
     try:
         if args.print_versions:
             for s in (SETS[name]() for name in wanted):

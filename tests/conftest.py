@@ -14,4 +14,6 @@ pytest_plugins = [
     "tests.s3_expiry_proxy",
     "tests.iceberg_rest",
     "tests.lakehouse",
+    "tests.kafka_broker",
+    "tests.postgres_server",
 ]

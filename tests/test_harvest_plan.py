@@ -66,3 +66,55 @@ def test_datastream_sources_and_writers_without_connector_evidence_are_name_only
     refs = job_references([node("Source: SensorSource<br/>"), node("Sink: Writer<br/>+- Sink: Committer<br/>", "v2")])
     assert [(r.role, r.kind, r.value, r.name_only) for r in refs] == [
         ("sink", "writer", "Sink", True), ("source", "operator", "SensorSource", True)]
+
+
+# --- the shapes Flink 2.3 shows with the real Kafka and JDBC connectors (issue #22) ----------------
+
+def test_a_jdbc_catalog_table_keeps_its_dotted_table_part():
+    sink = references(node("[4]:Sink(table=[pg.shop.public.alerts], fields=[id, msg])"))
+    lookup = references(node("[2]:LookupJoin(table=[pg.shop.public.customers], joinType=[InnerJoin], "
+                             "lookup=[id=customer_id], select=[order_id, customer_id, id, name])"))
+    scan = references(node("[1]:TableSourceScan(table=[[pg, shop, public.customers, project=[id]]], fields=[id])"))
+    assert [(r.role, r.kind, r.table) for r in sink + lookup + scan] == [
+        ("sink", "table", TableRef("pg", "shop", "public.alerts")),
+        ("source", "table", TableRef("pg", "shop", "public.customers")),
+        ("source", "table", TableRef("pg", "shop", "public.customers"))]
+
+
+def test_a_quoted_dotted_table_part_is_one_name():
+    assert references(node("Sink(table=[`c`.`d`.`a.b`], fields=[x])"))[0].table == TableRef("c", "d", "a.b")
+
+
+def test_the_kafka_sql_source_names_its_catalog_table():
+    refs = references(node("Source: KafkaSource-lake.streams.orders<br/>+- Calc(select=[id])<br/>"))
+    assert [(r.role, r.kind, r.table, r.value, r.name_only) for r in refs] == [
+        ("source", "kafka", TableRef("lake", "streams", "orders"), "lake.streams.orders", True)]
+
+
+def test_a_datastream_kafka_name_is_no_table():
+    refs = references(node("Source: KafkaSource-orders<br/>"))
+    assert [(r.kind, r.table, r.value) for r in refs] == [("kafka", None, "orders")]
+
+
+def test_the_kafka_sql_sink_is_a_bare_table_writer_and_committer():
+    refs = job_references([node("Calc(select=[id])<br/>+- orders_enriched[5]: Writer<br/>"),
+                           node("orders_enriched[5]: Committer<br/>", "v2")])
+    assert [(r.role, r.kind, r.table) for r in refs] == [
+        ("sink", "table-writer", TableRef(None, None, "orders_enriched"))]
+
+
+def test_the_filesystem_batch_sink_names_nothing():
+    refs = job_references([node("[1]:TableSourceScan(table=[[lake, streams, src]], fields=[a])<br/>"
+                                "+- Sink: Filesystem<br/>")])
+    assert [(r.role, r.kind, r.table) for r in refs] == [
+        ("sink", "filesystem", None), ("source", "table", TableRef("lake", "streams", "src"))]
+
+
+def test_a_statement_sets_branches_are_stripped_from_its_writers():
+    # two Kafka sinks of one statement set, as Flink 2.3 draws the tree (":- " and ":  +- " branches)
+    refs = job_references([node("TableSourceScan(table=[[lake, streams, orders]], fields=[id])<br/>"
+                                ":- audit[17]: Writer<br/>:  +- audit[17]: Committer<br/>"
+                                "+- Sink(table=[lake.streams.orders_pg], fields=[id])<br/>")])
+    assert [(r.role, r.kind, str(r.table)) for r in refs] == [
+        ("sink", "table", "lake.streams.orders_pg"), ("sink", "table-writer", "audit"),
+        ("source", "table", "lake.streams.orders")]

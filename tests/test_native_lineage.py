@@ -26,7 +26,7 @@ from lakeflow.lineage import native
 from lakeflow.lineage import openlineage as ol
 from lakeflow.lineage.datasets import DatasetId, catalog_alias, from_location
 from lakeflow.lineage.spark import read_runs
-from lakeflow.lineage.store import read_events
+from lakeflow.lineage.store import JOB_NAMESPACE, read_events
 from tests.fixtures_flink import packaged_job_args
 from tests.test_ingest_flink import packaged_job_env
 from tests.test_openlineage import assert_valid
@@ -42,7 +42,7 @@ T0 = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
 def _push(store: Path, job_id: str, name: str, *, outputs=(), inputs=(), end: str = "COMPLETE",
           error: str = "") -> None:
     """The events the listener writes for one job (START with the lineage, then its end)."""
-    run_id, ns = str(uuid.UUID(job_id)), native.JOB_NAMESPACE
+    run_id, ns = str(uuid.UUID(job_id)), JOB_NAMESPACE
     ol.write_event(store, ol.run_event("START", run_id=run_id, job_namespace=ns, job_name=name, event_time=T0,
                                        inputs=inputs, outputs=outputs,
                                        job_facets={"jobType": ol.job_type("STREAMING", "FLINK")}))
@@ -96,6 +96,22 @@ def test_pushed_and_pulled_datasets_are_one(recorded_jobmanager, recorded_scenar
     assert job["outputs"] == [str(table)] and job["inputs"] == [str(SENSORS)]
     assert not [d for d in doc["datasets"] if not d["namespace"]]
     assert job["evidence"] == {str(table): "declared", str(SENSORS): "native"}
+
+
+def test_a_kafka_sql_sink_named_by_its_table_is_left_to_the_plan(recorded_jobmanager, recorded_scenario, tmp_path):
+    """flink-sql-connector-kafka 5.0.0-2.2's SQL sink reports ``kafka://host:port`` with the *table's*
+    identifier as the topic (measured, tests/test_lineage_real_connectors.py): a pushed dataset
+    naming a table of the job's plan (a catalog table, or the Sink V2 writer's bare name in any
+    catalog.database) is no dataset; a real topic is added."""
+    batch = recorded_scenario["job_ids"]["harvest-batch"][0]  # its plan: Sink V2 writer 'nowhere'
+    prints = recorded_scenario["job_ids"]["harvest-sql-print"][0]  # its plan: lake.iot.archive → lake.iot.console
+    store, topic = tmp_path / "lineage", DatasetId("kafka://k:9092", "payments")
+    _push(store, batch, "harvest-batch", outputs=[ol.dataset(DatasetId("kafka://k:9092", "lake.iot.nowhere")),
+                                                  ol.dataset(topic)])
+    _push(store, prints, "harvest-sql-print", outputs=[ol.dataset(DatasetId("kafka://k:9092", "lake.iot.console"))])
+    jobs = _jobs(_harvest(recorded_jobmanager, tmp_path, store))
+    assert jobs[batch]["outputs"] == [str(topic)] and jobs[batch]["evidence"] == {str(topic): "native"}
+    assert jobs[prints]["outputs"] == []
 
 
 def test_jobs_the_cluster_forgot_come_from_their_events(recorded_jobmanager, tmp_path, capsys):

@@ -93,8 +93,8 @@ def test_jdbc_tables_resolve_without_credentials():
         client.close()
         standin.stop()
     datasets = {r.dataset for r in resolutions if r.dataset}
-    assert datasets == {DatasetId("mysql://db:3306", "shop.users"), DatasetId("postgres://db:5432", "shop.orders"),
-                        DatasetId("mssql://db:1433", "shop.items")}
+    assert datasets == {DatasetId("mysql://db:3306", "shop.users"), DatasetId("postgres://db:5432", "shop.public.orders"),
+                        DatasetId("mssql://db:1433", "dbo.items")}
     assert [r.unresolved for r in resolutions if r.unresolved]
     assert "pa55" not in repr(resolutions)
 

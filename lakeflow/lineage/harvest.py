@@ -78,11 +78,11 @@ def harvest(config: HarvestConfig, report: HarvestReport | None = None) -> Harve
         if config.lineage_dir is not None:
             from lakeflow.lineage import native
             from lakeflow.lineage.spark import merge
-            from lakeflow.lineage.store import read_events
+            from lakeflow.lineage.store import is_flink, read_events
 
             with report.timed("lineage store"):
                 events = list(read_events(config.lineage_dir))
-                spark_runs = merge(e for e in events if not native.is_flink(e))
+                spark_runs = merge(e for e in events if not is_flink(e))
                 jobs, report.native_runs = native.merge(
                     jobs, native.runs(events), config, listed={s.jid for s in summaries}
                 )

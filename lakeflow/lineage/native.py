@@ -18,19 +18,13 @@ from typing import Any
 from lakeflow.lineage.config import HarvestConfig
 from lakeflow.lineage.flink_rest import ExceptionHistory, Failure, JobDetail
 from lakeflow.lineage.graph import FlinkJob, SparkRun
-from lakeflow.lineage.plan import SINK, SOURCE, Reference
+from lakeflow.lineage.plan import SINK, SOURCE, Reference, table_ref
 from lakeflow.lineage.resolve import Resolution
+from lakeflow.lineage.spark import merge as merge_events
+from lakeflow.lineage.store import is_flink
 
-JOB_NAMESPACE = "flink"  # the listener's, and the harvest's own OpenLineage namespace for Flink jobs
 NATIVE = "native"  # evidence of a dataset named by the job's own native lineage
 STATES = {"START": "CREATED", "COMPLETE": "FINISHED", "FAIL": "FAILED", "ABORT": "CANCELED"}
-
-
-def is_flink(event: Mapping[str, Any]) -> bool:
-    """Whether a stored event is a Flink run's (the listener's), not a compaction's."""
-    job = event.get("job") or {}
-    integration = ((job.get("facets") or {}).get("jobType") or {}).get("integration")
-    return job.get("namespace") == JOB_NAMESPACE or str(integration).upper() == "FLINK"
 
 
 @dataclass(frozen=True)
@@ -47,10 +41,8 @@ class NativeRun:
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[NativeRun]:
-    """The Flink runs among stored events (:func:`is_flink`), each merged from its events."""
-    # imported here: spark.py imports this module
-    from lakeflow.lineage.spark import merge as merge_events
-
+    """The Flink runs among stored events (:func:`lakeflow.lineage.store.is_flink`), each merged
+    from its events."""
     events = [e for e in events if is_flink(e)]
     processing: dict[str, str] = {}
     for e in events:
@@ -106,12 +98,20 @@ def merge(
 
 def _resolutions(run: SparkRun, pulled: Iterable[Resolution]) -> list[Resolution]:
     """The run's datasets as resolutions, but those the pulled ones already name (same role) and
-    those without a namespace: Flink names a SQL table whose connector declares no lineage by its
-    catalog identifier alone (``""`` / ``catalog.db.table``), which the plan resolves instead."""
+    those that name a SQL table instead of a dataset: Flink names a table whose connector declares
+    no lineage by its catalog identifier alone (``""`` / ``catalog.db.table``), and the Kafka SQL
+    sink (flink-sql-connector-kafka 5.0.0-2.2) puts that identifier where its topic belongs
+    (``kafka://host:port`` / ``catalog.db.table``); the plan resolves those tables instead."""
+    pulled = list(pulled)
     known = {(r.reference.role, r.dataset) for r in pulled if r.dataset is not None}
+    tables = {str(r.reference.table) for r in pulled if r.reference.table and r.reference.table.catalog}
+    writers = {r.reference.table.table for r in pulled if r.reference.kind == "table-writer" and r.reference.table}
     out = []
     for role, items in ((SOURCE, run.inputs), (SINK, run.outputs)):
         for d in items:
+            named = None if "/" in d.name else table_ref(d.name)
+            if named is not None and (str(named) in tables or named.table in writers):
+                continue
             if d.namespace and (role, d) not in known:
                 ref = Reference(role, NATIVE, "", "native lineage", value=str(d))
                 out.append(Resolution(ref, d, run.aliases.get(d, ()), evidence=NATIVE))

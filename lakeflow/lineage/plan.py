@@ -5,9 +5,13 @@ with ``+-`` and indentation, and text is escaped (``&gt;``). Each description is
 into its operators first; then every operator is searched for *all* the references it carries:
 
 * SQL plan nodes: ``TableSourceScan(table=[[c, d, t]])``, ``LookupJoin(table=[c.d.t])``,
-  ``Sink(table=[c.d.t])`` / ``Sink(table=[[c, d, t]])``, ``IcebergSink c.d.t``: catalog tables;
-  ``t[3]: Writer`` (Sink V2): a bare table name; ``StreamingFileWriter`` / ``Sink: Filesystem``:
-  a filesystem table sink whose table the plan does not name.
+  ``Sink(table=[c.d.t])`` / ``Sink(table=[[c, d, t]])``, ``IcebergSink c.d.t``: catalog tables,
+  split as ``catalog.database.<rest>`` (a JDBC catalog's table ``pg.shop.public.alerts`` is table
+  ``public.alerts`` of database ``shop``); ``t[3]: Writer`` (Sink V2, e.g. the Kafka SQL sink): a
+  bare table name; ``StreamingFileWriter`` / ``Sink: Filesystem``: a filesystem table sink whose
+  table the plan does not name.
+* The Kafka SQL source ``Source: KafkaSource-<catalog>.<database>.<table>``: a catalog table
+  (kind ``kafka``, with ``table`` set), which the gateway can look up.
 * lakeflow's declared sink ``LakeflowSink[<location>]``.
 * DataStream names: ``KafkaSource-<topic>`` / ``KafkaSink-<topic>`` and ``<name>: Writer`` /
   ``<name>: Committer`` pairs. A name is only a name: these are *name-only* evidence.
@@ -27,6 +31,7 @@ SOURCE, SINK = "source", "sink"
 
 _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _INDEX = re.compile(r"^\[\d+\]:\s*")
+_TREE = re.compile(r"^(?:\s*(?::-|\+-|:|\|))+\s*")  # a multi-sink plan's ":- ", ":  +- " branches
 _SCAN = re.compile(r"\bTableSourceScan\(table=\[\[(?P<ids>.*?)\]\]")
 _LOOKUP = re.compile(r"\bLookupJoin\(table=\[(?P<ids>[^\]]+)\]")
 _SINK_NESTED = re.compile(r"\b(?:Sink|TableSinkFunction)\(table=\[\[(?P<ids>.*?)\]\]")
@@ -44,7 +49,8 @@ _SINK = re.compile(r"^Sink:\s*(?P<name>.+)$")
 
 @dataclass(frozen=True, order=True)
 class TableRef:
-    """A table as a SQL plan names it; catalog and database are None for a bare Sink V2 name."""
+    """A table as a SQL plan names it; catalog and database are None for a bare Sink V2 name.
+    ``table`` is everything after the database, dots included (``public.alerts``)."""
 
     catalog: str | None
     database: str | None
@@ -60,7 +66,8 @@ class Reference:
 
     ``kind``: ``table`` (catalog table), ``table-writer`` (bare Sink V2 table name),
     ``filesystem`` (filesystem table sink, table not named), ``declared`` (lakeflow's sink name,
-    ``value`` = location), ``kafka`` (``value`` = topic), ``writer`` (a Writer/Committer sink
+    ``value`` = location), ``kafka`` (``value`` = the name after ``KafkaSource-``; ``table`` set
+    when that name is a ``catalog.database.table`` identifier), ``writer`` (a Writer/Committer sink
     named ``value``), ``operator`` (a DataStream source/sink with no connector evidence).
     """
 
@@ -74,23 +81,21 @@ class Reference:
 
 
 def operators(description: str) -> list[str]:
-    """The chained operators of one plan-node description, decoded: ``<br/>`` split, ``+-`` and
-    indentation stripped, HTML entities unescaped, ``[N]:`` prefixes removed."""
+    """The chained operators of one plan-node description, decoded: ``<br/>`` split, the tree's
+    ``+-`` / ``:-`` / ``:`` branches and indentation stripped, HTML entities unescaped, ``[N]:`` prefixes removed."""
     out = []
     for part in _BR.split(description):
-        text = html.unescape(part).strip()
-        while text.startswith("+-"):
-            text = text[2:].strip()
-        text = _INDEX.sub("", text)
+        text = _INDEX.sub("", _TREE.sub("", html.unescape(part).strip()))
         if text:
             out.append(text)
     return out
 
 
-def identifiers(text: str) -> list[str]:
-    """``c, d, t`` or ``c.d.t`` (with optional backquoted parts) → ``[c, d, t]``."""
+def identifiers(text: str, sep: str | None = None) -> list[str]:
+    """``c, d, t`` or ``c.d.t`` (with optional backquoted parts) → ``[c, d, t]``; ``sep`` is
+    guessed (``,`` when the text has one outside quotes) unless given."""
     parts, current, quoted = [], [], False
-    sep = "," if "," in text.replace("`,`", "") else "."
+    sep = sep or ("," if "," in text.replace("`,`", "") else ".")
     i = 0
     while i < len(text):
         ch = text[i]
@@ -110,11 +115,16 @@ def identifiers(text: str) -> list[str]:
     return [p for p in parts if p]
 
 
-def _table(ids: str) -> TableRef | None:
-    names = identifiers(ids)
-    if len(names) >= 3 and "=" not in names[2]:
-        return TableRef(names[0], names[1], names[2])
-    return None
+def table_ref(ids: str) -> TableRef | None:
+    """A plan's table identifier: ``[c, d, t, project=[…], …]`` (a scan's list: the third item is
+    the table, dots and all) or ``c.d.rest`` (everything after the database is the table: a
+    JDBC catalog's ``public.alerts``); None when it does not name catalog, database and table."""
+    listed = "," in ids.replace("`,`", "")
+    names = identifiers(ids, "," if listed else ".")
+    if len(names) < 3 or "=" in names[2]:
+        return None
+    table = names[2] if listed else ".".join(names[2:])
+    return TableRef(names[0], names[1], table)
 
 
 def references(node: PlanNode) -> list[Reference]:
@@ -135,7 +145,7 @@ def _references(vid: str, op: str) -> Iterable[Reference]:
         (_ICEBERG, SINK),
     ):
         for hit in pattern.finditer(op):
-            ref = _table(hit.group("ids"))
+            ref = table_ref(hit.group("ids"))
             if ref is not None:
                 tables = True
                 yield Reference(role, "table", vid, op, table=ref)
@@ -147,9 +157,9 @@ def _references(vid: str, op: str) -> Iterable[Reference]:
         return
     kafka = list(_KAFKA.finditer(op))
     for k in kafka:
-        yield Reference(
-            SOURCE if k.group("kind") == "Source" else SINK, "kafka", vid, op, value=k.group("topic"), name_only=True
-        )
+        role = SOURCE if k.group("kind") == "Source" else SINK
+        table = table_ref(k.group("topic")) if role == SOURCE else None
+        yield Reference(role, "kafka", vid, op, table=table, value=k.group("topic"), name_only=True)
     if kafka:
         return
     if _FS_SINK.match(op):

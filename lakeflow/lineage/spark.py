@@ -13,8 +13,7 @@ from typing import Any
 from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.flink_rest import IOMetrics
 from lakeflow.lineage.graph import SparkRun
-from lakeflow.lineage.native import is_flink
-from lakeflow.lineage.store import read_events
+from lakeflow.lineage.store import is_flink, read_events
 
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 

@@ -4,7 +4,8 @@ REST protocol v1 (Flink 1.16+; tested against Flink 2.3.0's gateway, ``make sql-
 ``POST /v1/sessions`` → sessionHandle,
 ``POST /v1/sessions/{s}/statements`` → operationHandle, ``GET …/operations/{o}/result/{token}``
 → ``resultType`` ``NOT_READY`` (poll again), ``PAYLOAD`` (rows + ``nextResultUri``) or ``EOS``.
-Lookups (``DESCRIBE CATALOG EXTENDED``, ``SHOW CREATE TABLE``) go through a thread-safe,
+Lookups (``DESCRIBE CATALOG EXTENDED``, ``SHOW CREATE TABLE``, and the tables of every catalog by
+``SHOW CATALOGS`` / ``SHOW DATABASES IN`` / ``SHOW TABLES IN``) go through a thread-safe,
 single-flight cache: concurrent workers asking for the same catalog or table wait for one call.
 A statement has an overall deadline and a row cap, and only follows a ``nextResultUri`` that is a
 path on the gateway (credentials never go elsewhere); any of these failing fails that statement.
@@ -79,6 +80,7 @@ class SqlGatewayClient:
         self._open_lock = threading.Lock()
         self._catalogs: SingleFlight[dict[str, str]] = SingleFlight()
         self._tables: SingleFlight[dict[str, str]] = SingleFlight()
+        self._all_tables: SingleFlight[tuple[TableRef, ...]] = SingleFlight()
 
     def _call(self, method: str, path: str, body: dict | None = None, deadline: float = math.inf) -> Any:
         url = f"{self.base}{path}"
@@ -166,6 +168,23 @@ class SqlGatewayClient:
             return with_options(str(result.rows[0][0]))
 
         return self._tables.get(table, load)
+
+    def tables(self) -> tuple[TableRef, ...]:
+        """Every table (and view) of every catalog the gateway shows a new session: those of its
+        catalog store (persistent catalogs); listed once per client (cached)."""
+
+        def load() -> tuple[TableRef, ...]:
+            found = []
+            for catalog in self._column("SHOW CATALOGS"):
+                for database in self._column(f"SHOW DATABASES IN {quote(catalog)}"):
+                    tables = self._column(f"SHOW TABLES IN {quote(catalog)}.{quote(database)}")
+                    found += [TableRef(catalog, database, table) for table in tables]
+            return tuple(sorted(found))
+
+        return self._all_tables.get("tables", load)
+
+    def _column(self, statement: str) -> list[str]:
+        return [str(row[0]) for row in self.execute(statement).rows if row and row[0] is not None]
 
     def close(self) -> None:
         """Close the gateway session (best effort) and the HTTP session."""

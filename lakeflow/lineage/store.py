@@ -17,6 +17,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+JOB_NAMESPACE = "flink"  # lakeflow's listener's, and the harvest's own OpenLineage namespace for Flink jobs
+
 log = logging.getLogger(__name__)
 
 
@@ -46,3 +48,10 @@ def read_events(directory: Path) -> Iterator[dict[str, Any]]:
             yield event
         else:
             log.warning("skipping %s: not an OpenLineage run event", path.name)
+
+
+def is_flink(event: Mapping[str, Any]) -> bool:
+    """Whether a stored event is a Flink run's (lakeflow's listener's), not a compaction's."""
+    job = event.get("job") or {}
+    integration = ((job.get("facets") or {}).get("jobType") or {}).get("integration")
+    return job.get("namespace") == JOB_NAMESPACE or str(integration).upper() == "FLINK"
