@@ -14,4 +14,5 @@ pytest_plugins = [
     "tests.s3_expiry_proxy",
     "tests.iceberg_rest",
     "tests.lakehouse",
+    "tests.jvm_guard",
 ]
