@@ -324,6 +324,6 @@ def test_part_files_re_vend_before_the_credentials_expire(moto_server):
         raise RuntimeError("catalog down")
 
     failing = PartFiles("s3://refresh/t", settings(0), refresh=broken)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="catalog down"):
         failing.scan()
     failing.scan()  # retried only after PartFiles.RETRY: the old client lists meanwhile
