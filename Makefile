@@ -51,7 +51,7 @@ lint: install  ## ruff (lint + format check) and mypy on lakeflow/ and jobs/ (se
 	$(VENV)/bin/ruff format --check lakeflow jobs
 	$(VENV)/bin/mypy
 
-test-fast: install  ## the tests that start no Flink cluster or spark-submit
+test-fast: install  ## the tests not marked slow: they start no JVM (tests/jvm_guard.py fails one that does)
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
 
 clean:  ## remove build output (keeps .venv and .lakeflow)
