@@ -20,7 +20,7 @@ help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
 $(STAMP):
-	@test -x $(PY) || command -v $(PYTHON) >/dev/null || { echo "prerequisite missing: $(PYTHON) not found; lakeflow needs Python 3.10 or 3.11: install one and name it, e.g. make run PYTHON=python3.11" >&2; exit 1; }
+	@test -x $(PY) || command -v $(PYTHON) >/dev/null || { echo "prerequisite missing: $(PYTHON) not found; lakeflow needs Python 3.11 (and Linux): install it and name it, e.g. make run PYTHON=python3.11" >&2; exit 1; }
 	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) lakeflow/prereqs.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
@@ -40,10 +40,10 @@ jar: $(JAR)  ## build the Flink JSON-array bulk writer jar
 FRESH_CLONE = $(if $(or $(NUM_RECORDS),$(wildcard $(or $(LAKEFLOW_ENV_FILE),.env.local))),,yes)
 DEMO_RECORDS = $(if $(FRESH_CLONE),NUM_RECORDS=1000 $(if $(BATCH_SIZE),,BATCH_SIZE=50) $(if $(BATCH_INTERVAL_MS),,BATCH_INTERVAL_MS=1000))
 
-run: install  ## run the sensor ingestion job (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings in ~20 s)
+run: install  ## run the sensor ingestion job (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings at 50/s; duration: docs/benchmarks.md)
 	$(DEMO_RECORDS) $(PY) jobs/sensor_ingest.py $(ARGS)
 
-test: install lint $(PACKAGE_ZIP) s3-jars sql-gateway-jar spark-cds  ## lint, then the test suite (real Flink + SQL Gateway, Spark, moto; zip and jars built/fetched first; duration: README.md, Measured figures)
+test: install lint $(PACKAGE_ZIP) s3-jars sql-gateway-jar spark-cds  ## lint, then the test suite (real Flink + SQL Gateway, Spark, moto; zip and jars built/fetched first; duration: docs/benchmarks.md)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install  ## ruff (lint + format check) and mypy on lakeflow/ and jobs/ (settings in pyproject.toml)
@@ -51,7 +51,7 @@ lint: install  ## ruff (lint + format check) and mypy on lakeflow/ and jobs/ (se
 	$(VENV)/bin/ruff format --check lakeflow jobs
 	$(VENV)/bin/mypy
 
-test-fast: install  ## the tests that start no Flink cluster or spark-submit
+test-fast: install  ## the tests not marked slow: they start no JVM (tests/jvm_guard.py fails one that does)
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
 
 clean:  ## remove build output (keeps .venv and .lakeflow)

@@ -152,7 +152,7 @@ class S3ASettings:
 
 
 def to_s3a(vended: VendedConfig, endpoint_override: str | None = None) -> S3ASettings:
-    """Translate vended ``s3.*`` keys into ``fs.s3a.*`` (see the table in the README).
+    """Translate vended ``s3.*`` keys into ``fs.s3a.*`` (see the table in docs/lakekeeper.md).
 
     ``endpoint_override`` replaces ``s3.endpoint`` (a host-side client cannot reach the
     ``http://minio:9000`` Lakekeeper itself uses). An entry with no keys gives no credentials.

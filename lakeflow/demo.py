@@ -246,7 +246,7 @@ def report(home: Path, ingest_output: str, query_output: str, page: Path, second
     query = shown("query", "--local", "'SELECT location, avg(humidity) FROM readings GROUP BY ALL'")
     print(
         f"Next: LAKEFLOW_HOME={rel} {query}\n      (your own SQL on the demo's table); the chain by hand, step "
-        "by step: README.md, 'The chain step by step'."
+        "by step: docs/walkthrough.md, 'The chain step by step'."
     )
 
 

@@ -1,5 +1,5 @@
-"""What lakeflow needs before anything is installed: a Python of pyproject's ``requires-python`` and a
-JDK 11+ with ``javac``. The Makefile runs this file first (``python lakeflow/prereqs.py``), with the
+"""What lakeflow needs before anything is installed: Linux (process control reads ``/proc``), a Python
+of pyproject's ``requires-python`` (3.11: ``typing.Self``) and a JDK 11+ with ``javac``. The Makefile runs this file first (``python lakeflow/prereqs.py``), with the
 interpreter it is about to build ``.venv`` from: standard library only, so any Python 3 can say
 clearly that it is the wrong one. One message per missing prerequisite, with what to install;
 exit code 1 if any is missing.
@@ -13,6 +13,17 @@ from pathlib import Path
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 MIN_JDK = 11
+
+
+def os_problem(platform: str = sys.platform) -> str | None:
+    """Why this operating system cannot run lakeflow, or None: the Flink and Spark clusters are found,
+    and stopped, through ``/proc`` (elsewhere ``lakeflow flink down`` would stop nothing)."""
+    if platform == "linux":
+        return None
+    return (
+        f"lakeflow needs Linux (it finds and stops its Flink and Spark processes through /proc); this is "
+        f"{platform}. Use a Linux machine, VM or container."
+    )
 
 
 def python_range(pyproject: Path = PYPROJECT) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -34,16 +45,16 @@ def python_problem(version: tuple[int, int], executable: str) -> str | None:
     newest = allowed[-1]
     return (
         f"lakeflow needs Python {' or '.join(allowed)}; {executable} is {version[0]}.{version[1]}. "
-        f"Install one (Debian/Ubuntu: apt-get install python{newest} python{newest}-venv; macOS: "
-        f"brew install python@{newest}; or pyenv install {newest}) and name it: make run PYTHON=python{newest}"
+        f"Install one (Debian/Ubuntu: apt-get install python{newest} python{newest}-venv; or pyenv install "
+        f"{newest}) and name it: make run PYTHON=python{newest}"
     )
 
 
 def jdk_problem(javac: str | None = None) -> str | None:
     """Why there is no usable JDK (``javac`` of Java ``MIN_JDK`` or newer on PATH), or None."""
     install = (
-        "Install a JDK (Debian/Ubuntu: apt-get install openjdk-17-jdk-headless; macOS: brew install "
-        "openjdk@17) and put its bin/ on PATH: Flink runs on it and `make jar` compiles with javac."
+        "Install a JDK (Debian/Ubuntu: apt-get install openjdk-17-jdk-headless) and put its bin/ on PATH: "
+        "Flink runs on it and `make jar` compiles with javac."
     )
     path = javac or shutil.which("javac")
     if not path:
@@ -63,7 +74,10 @@ def jdk_problem(javac: str | None = None) -> str | None:
 
 
 def problems() -> list[str]:
-    """Every missing prerequisite, one message each."""
+    """Every missing prerequisite, one message each; on another OS than Linux only that one."""
+    wrong_os = os_problem()
+    if wrong_os:
+        return [wrong_os]
     found = [python_problem(sys.version_info[:2], sys.executable), jdk_problem()]
     return [p for p in found if p]
 

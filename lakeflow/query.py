@@ -83,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def instant(text: str) -> datetime:
     """An ISO date (midnight) or date-time; UTC unless it carries an offset (``Z`` included)."""
     raw = text.strip()
-    if raw[-1:] in ("Z", "z"):  # Python 3.10's fromisoformat does not take it
+    if raw[-1:] in ("Z", "z"):  # fromisoformat takes "Z" but not "z"
         raw = raw[:-1] + "+00:00"
     try:
         value = datetime.fromisoformat(raw)

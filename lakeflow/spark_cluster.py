@@ -26,6 +26,9 @@ from lakeflow.compaction.commands import spark_home
 from lakeflow.http import free_ports
 from lakeflow.processes import all_pids, cmdline, kill_first, parent, stop_all
 from lakeflow.secret import is_secret_key
+from lakeflow.settings.core import LocalState
+from lakeflow.settings.env import load_only
+from lakeflow.settings.process import ProcessEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,7 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 HOST = "127.0.0.1"
+SPARK_UP_VARIABLES = ("SPARK_MASTER_PORT", "SPARK_MASTER_WEBUI_PORT", "SPARK_WORKER_CORES", "SPARK_WORKER_MEMORY")
 STOP_TIMEOUT_S = 10.0  # SIGTERM, then SIGKILL
 PROPERTIES = {
     "spark.master.rest.enabled": "false",  # no REST submission server (unauthenticated, fixed port 6066)
@@ -43,7 +47,8 @@ PROPERTIES = {
 
 def default_master() -> str:
     """The master of ``make spark-up``: ``spark://127.0.0.1:$SPARK_MASTER_PORT`` (default 7077)."""
-    return f"spark://{HOST}:{os.environ.get('SPARK_MASTER_PORT', '7077')}"
+    port = load_only(ProcessEnvironment, ["SPARK_MASTER_PORT"], "process settings").spark_master_port
+    return f"spark://{HOST}:{port}"
 
 
 class SparkCluster:
@@ -196,24 +201,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--port",
         type=int,
-        default=int(os.environ.get("SPARK_MASTER_PORT", "7077")),
         help="the master's port (default $SPARK_MASTER_PORT or 7077)",
     )
     up.add_argument(
         "--webui-port",
         type=int,
-        default=int(os.environ.get("SPARK_MASTER_WEBUI_PORT", "0")),
         help="the master's web UI port on 127.0.0.1 (default $SPARK_MASTER_WEBUI_PORT; 0: a free one)",
     )
     up.add_argument(
         "--cores",
         type=int,
-        default=int(os.environ.get("SPARK_WORKER_CORES", "2")),
         help="the worker's cores (default $SPARK_WORKER_CORES or 2)",
     )
     up.add_argument(
         "--memory",
-        default=os.environ.get("SPARK_WORKER_MEMORY", "1g"),
         help="the worker's memory for executors (default $SPARK_WORKER_MEMORY or 1g)",
     )
     for p in (
@@ -224,16 +225,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--home",
             type=Path,
-            default=Path(os.environ.get("LAKEFLOW_HOME") or ".lakeflow") / "spark-cluster",
             help="private directory for conf/, log/, pid/, work/ (default $LAKEFLOW_HOME/spark-cluster)",
         )
         p.set_defaults(handler=_spark)
 
 
 def _spark(args: argparse.Namespace) -> int:
+    home = args.home or load_only(LocalState, ["LAKEFLOW_HOME"], "settings").home / "spark-cluster"
     if args.spark_command == "up":
+        env = load_only(ProcessEnvironment, SPARK_UP_VARIABLES, "process settings")
         cluster = SparkCluster(
-            args.home, port=args.port, webui_port=args.webui_port, cores=args.cores, memory=args.memory
+            home,
+            port=env.spark_master_port if args.port is None else args.port,
+            webui_port=env.spark_master_webui_port if args.webui_port is None else args.webui_port,
+            cores=env.spark_worker_cores if args.cores is None else args.cores,
+            memory=env.spark_worker_memory if args.memory is None else args.memory,
         )
         if cluster.running():
             print(f"already running: {cluster.master_url}")
@@ -242,7 +248,7 @@ def _spark(args: argparse.Namespace) -> int:
         print(f"Spark cluster up: {cluster.master_url}  (web UI {cluster.webui_url}, logs {cluster.log_dir})")
         print(f"Next: lakeflow compact --engine spark --master {cluster.master_url}   (make spark-down to stop it)")
         return 0
-    cluster = SparkCluster(args.home)
+    cluster = SparkCluster(home)
     if args.spark_command == "down":
         cluster.stop()
         print("Spark cluster stopped")

@@ -16,4 +16,5 @@ pytest_plugins = [
     "tests.lakehouse",
     "tests.kafka_broker",
     "tests.postgres_server",
+    "tests.jvm_guard",
 ]

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakeflow.compaction.commit import CommitConflict, Target, commit, iceberg_catalog, open_target
-from lakeflow.compaction.lease import LEASE_DIR, CompactionBusy, Lease
+from lakeflow.compaction.lease import LEASE_DIR, CompactionBusy, Lease, LeaseLost
 from lakeflow.compaction.ledger import Ledger
 from lakeflow.compaction.naming import STATE_DIR, final_paths, intent_name
 from lakeflow.compaction.recovery import REJECTED_DIR, Intent, InvalidIntent, recover, save_intent
@@ -257,7 +257,7 @@ def test_the_holder_renews_its_lease_and_learns_when_it_lost_it(tmp_path: Path) 
         lease.check()
         assert storage.create(f"{LEASE_DIR}/{lease.generation + 1:012d}.json", b"{}")  # taken over
         time.sleep(1.5)
-        with pytest.raises(Exception, match="lease on iot.t was lost"):
+        with pytest.raises(LeaseLost, match="lease on iot.t was lost"):
             lease.check()
 
 

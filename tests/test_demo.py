@@ -112,11 +112,19 @@ def test_ctrl_c_stops_the_demo_cluster(tmp_path: Path) -> None:
 # --- prerequisites -------------------------------------------------------------------------------
 
 def test_python_outside_requires_python_is_named_with_what_to_install() -> None:
-    assert prereqs.python_range() == ((3, 10), (3, 12))
+    assert prereqs.python_range() == ((3, 11), (3, 12))
     assert prereqs.python_problem((3, 11), "python3") is None
-    message = prereqs.python_problem((3, 12), "/usr/bin/python3")
-    assert message and "Python 3.10 or 3.11" in message and "3.12" in message
-    assert "make run PYTHON=python3.11" in message
+    for version in ((3, 10), (3, 12)):  # 3.10 has no typing.Self
+        message = prereqs.python_problem(version, "/usr/bin/python3")
+        assert message and "lakeflow needs Python 3.11; /usr/bin/python3 is 3.1" in message
+        assert "make run PYTHON=python3.11" in message
+
+
+def test_another_os_than_linux_is_refused_in_one_line() -> None:
+    assert prereqs.os_problem("linux") is None
+    message = prereqs.os_problem("darwin")
+    assert message and "lakeflow needs Linux" in message and "/proc" in message and "darwin" in message
+    assert "\n" not in message
 
 
 def fake_javac(tmp_path: Path, says: str) -> str:

@@ -1,11 +1,13 @@
 """The docs cannot drift from the code: every ``make`` target, ``lakeflow`` subcommand, flag (and
 flag value of a fixed set), environment variable and repository file quoted in README.md,
-docs/*.md and .env.example exists — checked against the Makefile's rules, the real argparse parser
-(``lakeflow.cli.build_parser``), the settings models and the checkout."""
+ARCHITECTURE.md, docs/*.md and .env.example exists — checked against the Makefile's rules, the real
+argparse parser (``lakeflow.cli.build_parser``), the settings models and the checkout; ARCHITECTURE.md's
+module map names every top-level module and its import table is the code's."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import shlex
 import subprocess
@@ -20,12 +22,14 @@ from lakeflow.settings.env import variables
 from lakeflow.settings.example import sections
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / ".env.example"]
+ARCHITECTURE = ROOT / "ARCHITECTURE.md"
+PACKAGE = ROOT / "lakeflow"
+DOCS = [ROOT / "README.md", ARCHITECTURE, *sorted((ROOT / "docs").glob("*.md")), ROOT / ".env.example"]
 MAKEFILE = ROOT / "Makefile"
 # Variables the docs may name that are not lakeflow settings: other tools' own (with the tool),
 # shell ones, and placeholders of examples.
 EXTERNAL_VARIABLES = {
-    "PWD", "PATH", "HOME", "VAR",                                       # shell; ${VAR} placeholder
+    "PWD", "PATH", "HOME", "VAR", "KEY",                    # shell; ${VAR} and KEY=VALUE placeholders
     "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CREDENTIAL_PROFILES_FILE", "AWS_CONFIG_FILE",
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",  # the AWS SDKs
     "SPARK_HOME", "SPARK_LOCAL_IP", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_SUBMIT_ARGS",  # Spark
@@ -305,3 +309,66 @@ def test_every_link_anchor_exists() -> None:
 def test_docs_quote_something(doc: Path) -> None:
     """The parsers above see each doc (a doc they skipped would pass every check)."""
     assert any(q.doc == doc for q in ALL)
+
+
+# --- ARCHITECTURE.md -----------------------------------------------------------------------------
+
+def section(doc: Path, title: str) -> str:
+    """The text of ``doc`` under the heading ``## title``, up to the next ``## `` heading."""
+    text = doc.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else None]
+
+
+def top_level_parts() -> set[str]:
+    """lakeflow's top-level modules and packages, by name (``__init__`` included)."""
+    return {p.stem for p in PACKAGE.glob("*.py")} | {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+
+
+def part_of(dotted: str) -> str:
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports_between_parts() -> dict[str, set[str]]:
+    """Top-level part → the other parts its modules import, imports inside functions included
+    (not those under ``if TYPE_CHECKING:``), as tools/import_cycles.py counts them."""
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(ROOT).with_suffix("").parts
+        module = ".".join(rel[:-1] if rel[-1] == "__init__" else rel)
+        tree = ast.parse(path.read_text(), str(path))
+        skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(
+            node.test) for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                    base = ".".join([*package[:len(package) - node.level + 1], *([base] if base else [])])
+                names = [base]
+            else:
+                continue
+            for name in names:
+                if name.startswith("lakeflow.") and part_of(name) != part_of(module):
+                    graph.setdefault(part_of(module), set()).add(part_of(name))
+    return graph
+
+
+def test_the_module_map_names_every_top_level_module() -> None:
+    named = set(re.findall(r"^\| `(\w+)/?` \|", section(ARCHITECTURE, "Module map"), re.MULTILINE))
+    assert named == top_level_parts(), (
+        f"ARCHITECTURE.md's module map misses {sorted(top_level_parts() - named)}, names {sorted(named - top_level_parts())}")
+
+
+def test_the_import_table_is_the_codes() -> None:
+    text = section(ARCHITECTURE, "What imports what today")
+    table = {m: set(re.findall(r"`(\w+)`", deps)) for m, deps in re.findall(r"^\| `(\w+)` \| (.*) \|$", text, re.MULTILINE)}
+    assert table == imports_between_parts()
+    leaves = set(re.findall(r"`(\w+)`", text.split("import no other part of lakeflow")[0].rsplit("\n\n", 1)[-1]))
+    assert leaves == top_level_parts() - set(imports_between_parts()) - {"__init__"}

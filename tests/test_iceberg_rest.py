@@ -56,6 +56,7 @@ def _put_parquet(target: Target, rel: str, seqs: range) -> str:
     return target.storage.uri(rel)
 
 
+@pytest.mark.slow  # Maven is a JVM
 def test_missing_jars_offline_fail_naming_the_artifacts(tmp_path: Path) -> None:
     """Offline with an empty cache: Maven fails and the error names what to fetch."""
     with pytest.raises(IcebergRestUnavailable) as err:

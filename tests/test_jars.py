@@ -326,4 +326,4 @@ def test_flink_file_sink_writes_s3_on_strict_moto(assumed_role: Path, tmp_path: 
 
     refused = run([sys.executable, str(CHECKS), "flink", str(with_wrong_secret(assumed_role, tmp_path)),
                    "s3://lake/flink/run2"])
-    assert refused.returncode != 0 and "403" in refused.stderr
+    assert refused.returncode == 1 and "403" in refused.stderr  # the check's uncaught S3A error

@@ -137,7 +137,7 @@ def test_compaction_events_are_openlineage_python_models_and_validate(tmp_path):
         report.files_in, report.rows_in, report.rows_out, report.bytes_in, report.bytes_out = 3, 10, 9, 300, 120
         report.quarantined.append({"file": "part-0-1.json", "reason": "not JSON"})
     config2, raw2, target2, report2 = _compaction(tmp_path)  # a second run id, which fails
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="boom"):
         with lineage_run(config2, raw2, target2, report2):
             raise RuntimeError("boom")
     events = list(read_events(config.settings.lineage_dir))

@@ -133,9 +133,9 @@ def test_catalog_commands_show_no_secret(world: World, tmp_path: Path):
         texts.update(outputs(" ".join(["lakeflow", *v, "credential-process"]), process, stdout=False))
         # failures: a wrong client secret
         wrong = {**world.env, "OAUTH_CLIENT_SECRET": WRONG_SECRET}
-        for args in (["doctor"], ["vend"]):
+        for args, code in ((["doctor"], 1), (["vend"], 2)):  # doctor: a check failed; vend: the catalog's error
             done = lakeflow(wrong, *v, *args)
-            assert done.returncode != 0
+            assert done.returncode == code, f"lakeflow {' '.join(args)} exited {done.returncode}"
             texts.update(outputs(f"lakeflow {' '.join([*v, *args])} with a wrong client secret", done))
             assert WRONG_SECRET not in done.stdout + done.stderr
     assert "DEBUG" in texts["lakeflow -v register stderr"]
@@ -207,7 +207,7 @@ def test_harvest_redacts_secret_job_parameters(world: World, recorded_jobmanager
             out = tmp_path / f"harvest.{fmt}"
             done = lakeflow(world.env, *v, "harvest", "--rest-url", recorded_jobmanager.url, "--format", fmt,
                             "--output", str(out))
-            assert done.returncode in (0, 1) and out.exists(), done.stderr[-1000:]
+            assert done.returncode == 0 and out.exists(), done.stderr[-1000:]
             name = " ".join(["harvest", *v, fmt])
             texts.update({**outputs(name, done), f"{name} output": out.read_text()})
     assert "declared" in texts["harvest json output"] or job in texts["harvest json output"]
@@ -227,7 +227,7 @@ def test_harvest_publishes_no_rest_url_credentials(world: World, recorded_jobman
         out = tmp_path / f"harvest.{fmt}"
         done = lakeflow(env, "-v", "harvest", "--rest-url", f"http://admin:rest-pa55w0rd-Yt44@{host}",
                         "--format", fmt, "--output", str(out))
-        assert done.returncode in (0, 1) and out.exists(), done.stderr[-1000:]
+        assert done.returncode == 0 and out.exists(), done.stderr[-1000:]
         texts.update({**outputs(f"harvest {fmt}", done), f"harvest {fmt} output": out.read_text()})
     sent = {h.get("Authorization") for _, h in recorded_jobmanager.requests}
     assert sent == {"Basic " + base64.b64encode(b"admin:rest-pa55w0rd-Yt44").decode()}
@@ -256,7 +256,8 @@ def test_compaction_against_lakekeeper_fails_without_showing_secrets(world: Worl
         done = subprocess.run([sys.executable, "-m", "lakeflow.cli", *v, "compact", "--report",
                                str(tmp_path / "r.json")], env=env, cwd=tmp_path, capture_output=True, text=True,
                               timeout=300)
-        assert done.returncode != 0
+        # pyiceberg's RESTError escapes the run today (a traceback, exit 1): the REST catalog is missing
+        assert done.returncode == 1 and "NoSuchWarehouseException" in done.stderr, done.stderr[-1000:]
         texts.update(outputs(" ".join(["compact", *v]), done))
     secrets = world.secrets()
     leaks = secrets.leaks(texts) + secrets.file_leaks(tmp_path)

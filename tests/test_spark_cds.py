@@ -27,6 +27,18 @@ def archive() -> Path:
     return path
 
 
+@pytest.fixture
+def archive_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A file where the archive is looked for (what it holds is the JVM's business): no JVM started."""
+    monkeypatch.setenv("LAKEFLOW_JARS_DIR", str(tmp_path))
+    path = cds.archive_path()
+    assert path is not None, "no java"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    return path
+
+
+@pytest.mark.slow
 def test_the_driver_jvm_maps_the_archive(archive: Path, tmp_path: Path) -> None:
     script = textwrap.dedent("""
         import os, sys
@@ -49,11 +61,11 @@ def test_the_driver_jvm_maps_the_archive(archive: Path, tmp_path: Path) -> None:
     assert "cds" not in proc.stderr.lower()                             # its log stays off
 
 
-def test_driver_java_options_of_the_caller_win(archive: Path) -> None:
+def test_driver_java_options_of_the_caller_win(archive_file: Path) -> None:
     assert cds.with_class_archive("") == shlex.join(
-        ["--driver-java-options", f"-XX:SharedArchiveFile={archive} {cds.QUIET}", "pyspark-shell"])
+        ["--driver-java-options", f"-XX:SharedArchiveFile={archive_file} {cds.QUIET}", "pyspark-shell"])
     added = shlex.split(cds.with_class_archive("--master 'local[2]' pyspark-shell"))
-    assert added[:2] == ["--driver-java-options", f"-XX:SharedArchiveFile={archive} {cds.QUIET}"]
+    assert added[:2] == ["--driver-java-options", f"-XX:SharedArchiveFile={archive_file} {cds.QUIET}"]
     assert added[2:] == ["--master", "local[2]", "pyspark-shell"]
     for own in ("--driver-java-options -Dx=1 pyspark-shell", "--conf spark.driver.extraJavaOptions=-Dx=1 pyspark-shell"):
         assert cds.with_class_archive(own) == own

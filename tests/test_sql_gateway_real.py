@@ -19,7 +19,7 @@ from lakeflow.cli import main
 from lakeflow.lineage.flink_rest import Connection, FlinkRestError
 from lakeflow.lineage.plan import TableRef
 from lakeflow.lineage.sql_gateway import SqlGatewayClient
-from tests.fixtures_sql_gateway import RealSqlGateway
+from tests.fixtures_sql_gateway import RealSqlGateway, StatementFailed
 from tests.sql_gateway_standin import RecordedExecutor, SqlGatewayStandIn
 from tests.stub_http import QuietHandler, serve, stop, url_of
 
@@ -180,7 +180,7 @@ def test_the_stand_in_answers_in_the_real_wire_format(jobs, sql_gateway):
     good, bad = f"SHOW CREATE TABLE `{CATALOG}`.`{DB}`.`console`", "SHOW CREATE TABLE `x`.`y`.`z`"
     session = sql_gateway.open_session()
     real = sql_gateway.run(session, good)
-    with pytest.raises(Exception) as real_error:
+    with pytest.raises(StatementFailed) as real_error:
         sql_gateway.run(session, bad)
     standin = SqlGatewayStandIn(RecordedExecutor({
         good: {"columns": real.pages[-1]["results"]["columns"], "rows": real.rows},
@@ -195,7 +195,7 @@ def test_the_stand_in_answers_in_the_real_wire_format(jobs, sql_gateway):
                    [shape(p) for p in theirs.pages if p["resultType"] != "NOT_READY"]
             assert {shape(p) for p in ours.pages if p["resultType"] == "NOT_READY"} <= {
                 shape({"resultType": "NOT_READY", "nextResultUri": "/"})}
-        with pytest.raises(Exception) as fake_error:
+        with pytest.raises(StatementFailed) as fake_error:
             fake.run(fake.open_session(), bad)
         assert (fake_error.value.status, fake_error.value.errors[0]) == (real_error.value.status,
                                                                          real_error.value.errors[0])

@@ -418,10 +418,10 @@ def test_env_lines_without_oauth_leave_auth_alone(lakekeeper):
 def test_make_stack_without_docker_says_what_is_missing(tmp_path):
     missing = subprocess.run(["make", "-s", "stack", f"DOCKER={tmp_path / 'docker'}"], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)
-    assert missing.returncode != 0 and "not found" in missing.stderr and "docs/stack.md" in missing.stderr
+    assert missing.returncode == 2 and "not found" in missing.stderr and "docs/stack.md" in missing.stderr
     engine_down = tmp_path / "docker"
     engine_down.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
     engine_down.chmod(0o755)
     down = subprocess.run(["make", "-s", "stack", f"DOCKER={engine_down}"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
-    assert down.returncode != 0 and "no Docker engine answers" in down.stderr
+    assert down.returncode == 2 and "no Docker engine answers" in down.stderr

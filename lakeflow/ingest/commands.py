@@ -11,7 +11,6 @@ with ``--sql-gateway-port`` it also starts Flink's SQL Gateway. The job itself r
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -21,7 +20,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``lakeflow flink …`` to the ``lakeflow`` parser."""
     flink = subparsers.add_parser("flink", help="the local standalone Flink cluster (make cluster-up / cluster-down)")
     sub = flink.add_subparsers(dest="flink_command", metavar="ACTION", required=True)
-    gateway_port = os.environ.get("FLINK_SQL_GATEWAY_PORT")
 
     up = sub.add_parser(
         "up",
@@ -47,19 +45,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--rest-port",
         type=int,
-        default=int(os.environ.get("FLINK_REST_PORT", "8081")),
         help="REST/web UI port on localhost (default $FLINK_REST_PORT or 8081)",
     )
     up.add_argument(
         "--rpc-port",
         type=int,
-        default=int(os.environ.get("FLINK_RPC_PORT", "6123")),
         help="JobManager RPC port (default $FLINK_RPC_PORT or 6123)",
     )
     up.add_argument(
         "--sql-gateway-port",
         type=int,
-        default=int(gateway_port) if gateway_port else None,
         help="also start Flink's SQL Gateway, REST on 127.0.0.1:PORT (default "
         "$FLINK_SQL_GATEWAY_PORT; unset: no gateway; its jar is fetched if need be)",
     )
@@ -97,10 +92,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _flink(args: argparse.Namespace) -> int:
     from lakeflow.flink_cluster import FlinkCluster
+    from lakeflow.settings.core import LocalState
+    from lakeflow.settings.env import load_only
 
     if args.flink_command == "up":
         return _up(args)
-    cluster = FlinkCluster(args.home or Path(os.environ.get("LAKEFLOW_HOME") or ".lakeflow") / "cluster")
+    cluster = FlinkCluster(args.home or load_only(LocalState, ["LAKEFLOW_HOME"], "settings").home / "cluster")
     if args.flink_command == "down":
         cluster.stop()
         print("Flink cluster stopped")
@@ -121,8 +118,14 @@ def _up(args: argparse.Namespace) -> int:
     from lakeflow.lineage.config import HarvestEnv
     from lakeflow.lineage.native import listener_conf
     from lakeflow.settings import environment, load_settings
+    from lakeflow.settings.env import load_only
+    from lakeflow.settings.process import ProcessEnvironment
 
     settings = load_settings(local=args.local or None)
+    ports = load_only(
+        ProcessEnvironment, ["FLINK_REST_PORT", "FLINK_RPC_PORT", "FLINK_SQL_GATEWAY_PORT"], "process settings"
+    )
+    sql_gateway_port = ports.flink_sql_gateway_port if args.sql_gateway_port is None else args.sql_gateway_port
     if args.openlineage_url and args.no_native_lineage:
         print(
             "lakeflow flink up: --openlineage-url needs the lineage listener (drop --no-native-lineage)",
@@ -154,8 +157,8 @@ def _up(args: argparse.Namespace) -> int:
         lineage_env = {"OPENLINEAGE_API_KEY": key.reveal()} if key is not None else {}
     cluster = FlinkCluster(
         args.home or settings.home / "cluster",
-        rest_port=args.rest_port,
-        rpc_port=args.rpc_port,
+        rest_port=ports.flink_rest_port if args.rest_port is None else args.rest_port,
+        rpc_port=ports.flink_rpc_port if args.rpc_port is None else args.rpc_port,
         conf={**storage.conf, **lineage},
         env={**storage.env(), **lineage_env},
         lib_jars=lib_jars,
@@ -182,9 +185,9 @@ def _up(args: argparse.Namespace) -> int:
         if not args.no_native_lineage:
             also = f" and to {lineage['lakeflow.lineage.url']}" if "lakeflow.lineage.url" in lineage else ""
             print(f"Jobs report their lineage into {settings.lineage_dir}{also} (lakeflow harvest reads it)")
-    if args.sql_gateway_port is not None and not cluster.sql_gateway_running():
+    if sql_gateway_port is not None and not cluster.sql_gateway_running():
         try:
-            url = cluster.start_sql_gateway(args.sql_gateway_port)
+            url = cluster.start_sql_gateway(sql_gateway_port)
         except (JarsUnavailable, RuntimeError, TimeoutError) as exc:
             print(f"SQL Gateway not started: {exc}", file=sys.stderr)
             return 1

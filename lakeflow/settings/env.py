@@ -83,15 +83,26 @@ def load(
     context: dict[str, Any] | None = None,
 ) -> M:
     """``model`` from ``values`` (see :func:`environment`). ``problems`` (checks across variables)
-    are reported with the fields' errors in one :class:`SettingsError` headed ``invalid {what}``."""
+    are reported with the fields' errors in one :class:`SettingsError` headed ``invalid {what}``: one
+    line for one error, a line per error otherwise."""
     errors = list(problems)
     try:
         result = model.model_validate(values, context=context)
     except ValidationError as exc:
         errors = [message(e, model) for e in exc.errors()] + errors
+    if len(errors) == 1:
+        raise SettingsError(f"invalid {what}: {errors[0]}")
     if errors:
         raise SettingsError(f"invalid {what}:\n  " + "\n  ".join(errors))
     return result
+
+
+def load_only(model: type[M], names: Iterable[str], what: str, environ: Mapping[str, str] | None = None) -> M:
+    """``model`` from the variables ``names`` of ``environ`` (default ``os.environ``, no dotenv file),
+    its other fields at their defaults: a command reads only what it uses, so a bad value of another
+    command's variable cannot fail it. Blank values count as unset."""
+    environ = os.environ if environ is None else environ
+    return load(model, {k: environ[k].strip() for k in names if environ.get(k, "").strip()}, what)
 
 
 def message(error: Mapping[str, Any], model: type[EnvModel]) -> str:
@@ -191,6 +202,7 @@ def local_path(raw: Any) -> Path:
 
 
 PositiveInt = Annotated[int, parsed(_bounded(int, lambda n: n > 0), "a positive integer")]
+Port = Annotated[int, parsed(_bounded(int, lambda n: 0 <= n <= 65535), "a port number (0 to 65535)")]
 NonNegativeInt = Annotated[int, parsed(_bounded(int, lambda n: n >= 0), "a whole number (0 or more)")]
 PositiveFloat = Annotated[float, parsed(_bounded(float, lambda x: 0 < x < float("inf")), "a positive number")]
 Name = Annotated[str, parsed(name, "letters, digits, '_' or '-' (at most 128)")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from lakeflow.settings.env import EnvModel
+from lakeflow.settings.env import EnvModel, Port, PositiveInt
 
 
 class ProcessEnvironment(EnvModel):
@@ -58,28 +58,30 @@ class ProcessEnvironment(EnvModel):
         None, alias="LAKEFLOW_JARS_OFFLINE", description="1: never start Maven (pre-seeded jar folders only)."
     )
     mvn: str | None = Field(None, alias="MVN", description="The Maven executable (default mvn).")
-    flink_rest_port: int = Field(
+    flink_rest_port: Port = Field(
         8081,
         alias="FLINK_REST_PORT",
         description="make cluster-up: the local standalone cluster's REST/web UI port on localhost.",
     )
-    flink_rpc_port: int = Field(
+    flink_rpc_port: Port = Field(
         6123, alias="FLINK_RPC_PORT", description="make cluster-up: the local standalone cluster's JobManager RPC port."
     )
-    flink_sql_gateway_port: int | None = Field(
+    flink_sql_gateway_port: Port | None = Field(
         None,
         alias="FLINK_SQL_GATEWAY_PORT",
         description="make cluster-up: also start Flink's SQL Gateway, REST on 127.0.0.1:PORT (unset: no gateway).",
     )
-    spark_master_port: int = Field(
+    spark_master_port: Port = Field(
         7077, alias="SPARK_MASTER_PORT", description="make spark-up: the standalone Spark master's port."
     )
-    spark_master_webui_port: int = Field(
+    spark_master_webui_port: Port = Field(
         0,
         alias="SPARK_MASTER_WEBUI_PORT",
         description="make spark-up: the master's web UI port on 127.0.0.1 (0: a free one).",
     )
-    spark_worker_cores: int = Field(2, alias="SPARK_WORKER_CORES", description="make spark-up: the worker's cores.")
+    spark_worker_cores: PositiveInt = Field(
+        2, alias="SPARK_WORKER_CORES", description="make spark-up: the worker's cores."
+    )
     spark_worker_memory: str = Field(
         "1g", alias="SPARK_WORKER_MEMORY", description="make spark-up: the worker's memory for executors."
     )
