@@ -275,3 +275,55 @@ def test_metrics_flags_apply_to_their_mode(tmp_path: Path) -> None:
                               text=True, timeout=60)
         assert done.returncode == 2 and problem in done.stderr, (args, done.stderr)
         assert "pw" not in done.stderr.replace("COMPACT_PUSHGATEWAY_URL", "")
+
+
+# --- the Flink job ------------------------------------------------------------------------------------
+
+
+JOB_METRIC = "flink_taskmanager_job_task_operator_lakeflow_{}"
+
+
+@pytest.mark.slow
+def test_prometheus_scrapes_the_flink_job(prometheus: Prometheus, tmp_path: Path) -> None:
+    """``lakeflow flink up --metrics-port``: Flink's reporter on the JobManager and the TaskManager;
+    the packaged job's own metrics move while readings flow."""
+    from lakeflow.flink_cluster import PROMETHEUS_PORTS, FlinkCluster, flink_home
+    from tests.fixtures_flink import packaged_job_args
+
+    home = make_home(tmp_path)
+    cluster_home, rest_port, port = tmp_path / "cluster", free_port(), free_port()
+    cluster = FlinkCluster(cluster_home, rest_port=rest_port)  # the one flink up starts (same home)
+    records = 3000
+    env = {**home.env, "NUM_SENSORS": "5", "NUM_RECORDS": str(records), "BATCH_SIZE": "100",
+           "BATCH_INTERVAL_MS": "500", "LAKEFLOW_JAR": str(REPO / "build" / "lakeflow-flink.jar")}
+    try:
+        up = subprocess.run([str(LAKEFLOW), "flink", "up", "--local", "--home", str(cluster_home), "--rest-port",
+                             str(rest_port), "--rpc-port", str(free_port()), "--metrics-port", str(port)],
+                            env=env, capture_output=True, text=True, timeout=240)
+        assert up.returncode == 0, up.stderr[-2000:]
+        assert f"http://localhost:{port}/metrics (JobManager)" in up.stdout
+        prometheus.scrape({"flink": [f"127.0.0.1:{p}" for p in range(port, port + PROMETHEUS_PORTS)]})
+        prometheus.wait('count(up{job="flink"} == 1)', lambda v: v == 2)          # JobManager + TaskManager
+        run_env = {k: v for k, v in {**cluster.env(), **env}.items() if k != "PYTHONPATH"}
+        with open(tmp_path / "flink-run.log", "w") as log:
+            job = subprocess.Popen([str(flink_home() / "bin" / "flink"), *packaged_job_args()], env=run_env, cwd=tmp_path,
+                                   stdout=log, stderr=subprocess.STDOUT)
+        try:
+            written = f'sum({JOB_METRIC.format("readingsWritten")})'
+            first = prometheus.wait(written, lambda v: v is not None and v > 0, timeout=180)
+            later = prometheus.wait(written, lambda v: v is not None and v > first, timeout=60)  # figures move
+            assert first < later <= records
+            assert prometheus.wait(f'sum({JOB_METRIC.format("partFilesCommitted")})',
+                                   lambda v: v is not None and v > 0, timeout=60) >= 1
+            assert 0 < prometheus.value(f'max({JOB_METRIC.format("readingsPerPartFile")})') <= records
+            committed_ms = prometheus.value(f'max({JOB_METRIC.format("lastCommitTimestamp")})')
+            assert committed_ms is not None and abs(committed_ms / 1000 - time.time()) < 120
+            assert prometheus.value("max(flink_jobmanager_job_numberOfCompletedCheckpoints)") >= 1
+            labels = prometheus.query(f'{JOB_METRIC.format("readingsWritten")}')[0]["metric"]
+            assert labels["job_name"] and labels["job_id"] and "LakeflowNoPartFileCommitted" not in prometheus.firing()
+            assert job.wait(timeout=300) == 0, (tmp_path / "flink-run.log").read_text()[-2000:]
+        finally:
+            if job.poll() is None:
+                job.kill()
+    finally:
+        cluster.stop()
