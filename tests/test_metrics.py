@@ -25,7 +25,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from lakeflow.compaction.metrics import CompactorMetrics
-from tests.fixtures_compaction import REPO, LakeflowHome, json_array, make_home, readings, write_parts
+from tests.fixtures_compaction import (REPO, LakeflowHome, json_array, make_home, readings, write_in_progress,
+                                       write_parts)
 from tests.fixtures_servers import free_port, stop_process, wait_http
 
 RULES = REPO / "deploy" / "prometheus" / "lakeflow-rules.yml"
@@ -158,8 +159,11 @@ def _parts(home: LakeflowHome, run: str, count: int, start_ms: int) -> None:
 def test_prometheus_scrapes_the_compactor(prometheus: Prometheus, tmp_path: Path) -> None:
     home = make_home(tmp_path)
     _parts(home, "run-1", 40, DAY_MS)
+    crashed = write_in_progress(home.raw / HOUR, readings("run-0", 5, start_ms=DAY_MS))  # a killed writer's
+    os.utime(crashed, (time.time() - 2 * 86400,) * 2)
     port = free_port()
-    proc = subprocess.Popen([str(LAKEFLOW), "compact", "--engine", "arrow", "--every", "2s", "--metrics-port", str(port)],
+    proc = subprocess.Popen([str(LAKEFLOW), "compact", "--engine", "arrow", "--every", "2s", "--metrics-port", str(port),
+                             "--maintain-every", "1h"],
                             env=home.env, cwd=home.home, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_http(f"http://127.0.0.1:{port}/metrics", timeout=60)
@@ -169,6 +173,8 @@ def test_prometheus_scrapes_the_compactor(prometheus: Prometheus, tmp_path: Path
         rows = 'lakeflow_compaction_rows_out_total{job="lakeflow-compact"}'
         assert prometheus.wait(rows, lambda v: v == 40) == 40
         assert prometheus.value('lakeflow_table_snapshots{job="lakeflow-compact"}') == 1
+        removed = 'lakeflow_maintenance_removed_total{job="lakeflow-compact",kind="in_progress_removed"}'
+        assert prometheus.value(removed) == 1 and not crashed.exists()   # the first run maintained
 
         _parts(home, "run-2", 60, DAY_MS + 600_000)                    # more readings flow in
         (home.raw / HOUR / "part-bad-0-0.json").write_text(json_array(readings("run-3", 3, start_ms=DAY_MS))[:-20])
