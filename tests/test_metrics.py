@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -281,6 +282,14 @@ def test_metrics_flags_apply_to_their_mode(tmp_path: Path) -> None:
                               text=True, timeout=60)
         assert done.returncode == 2 and problem in done.stderr, (args, done.stderr)
         assert "pw" not in done.stderr.replace("COMPACT_PUSHGATEWAY_URL", "")
+    with socket.socket() as taken:                                     # the port is another's
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        done = subprocess.run([str(LAKEFLOW), "compact", "--every", "1m", "--metrics-port",
+                               str(taken.getsockname()[1])], env=home.env, cwd=home.home, capture_output=True,
+                              text=True, timeout=60)
+    assert done.returncode == 2 and "cannot serve metrics on 0.0.0.0:" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 # --- the Flink job ------------------------------------------------------------------------------------

@@ -151,16 +151,21 @@ def _compact(args: argparse.Namespace) -> int:
     export = metrics_export(args)
     if every is not None:
         from lakeflow.compaction.continuous import run_forever
+        from lakeflow.compaction.metrics import MetricsPortUnavailable
 
         if not getattr(args, "verbose", False):  # one line per run; the stages' progress with lakeflow -v
             logging.getLogger().setLevel(logging.WARNING)
-        return run_forever(
-            every,
-            job_args,
-            lambda argv: run_job(argv, options),
-            args.report.resolve() if args.report else None,
-            export.port,
-        )
+        try:
+            return run_forever(
+                every,
+                job_args,
+                lambda argv: run_job(argv, options),
+                args.report.resolve() if args.report else None,
+                export.port,
+            )
+        except MetricsPortUnavailable as exc:
+            print(f"lakeflow compact: {exc}", file=sys.stderr)
+            return EXIT_ERROR
     print(
         f"$ {shlex.join([str(JOB), *job_args])}  (Spark if needed: {shlex.join(options)})", file=sys.stderr, flush=True
     )

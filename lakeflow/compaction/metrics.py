@@ -23,6 +23,10 @@ DURATION_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 PUSH_JOB = "lakeflow_compact"  # the Pushgateway's job label of a single run
 
 
+class MetricsPortUnavailable(RuntimeError):
+    """The metrics port cannot be listened on (in use, or not allowed)."""
+
+
 class CompactorMetrics:
     """The compactor's metrics in their own registry (nothing of the process's default one)."""
 
@@ -131,7 +135,10 @@ def serve(metrics: CompactorMetrics, port: int, host: str):
     (``shutdown()`` it when done)."""
     from prometheus_client import start_http_server
 
-    server, _ = start_http_server(port, addr=host, registry=metrics.registry)
+    try:
+        server, _ = start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as exc:
+        raise MetricsPortUnavailable(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
     return server
 
 
