@@ -68,6 +68,23 @@ logger.lakeflow_python_env.level = WARN
 """
 
 
+PROMETHEUS_PLUGIN = "metrics-prometheus"  # the wheel's plugins/ folder holding flink-metrics-prometheus
+PROMETHEUS_PORTS = 8  # the reporter's port range: the JobManager and up to 7 TaskManagers on one host
+
+
+def prometheus_reporter(port: int) -> dict[str, str]:
+    """config.yaml lines for Flink's Prometheus reporter (``flink-metrics-prometheus`` of the wheel's own
+    Flink, in its ``plugins/metrics-prometheus/``): every process serves ``/metrics`` on the first
+    free port of PORT … PORT+7 (the JobManager first), on every interface."""
+    plugin = flink_home() / "plugins" / PROMETHEUS_PLUGIN
+    if not any(plugin.glob("flink-metrics-prometheus-*.jar")):
+        raise FileNotFoundError(f"{plugin}/flink-metrics-prometheus-*.jar not found: the apache-flink wheel ships it")
+    return {
+        "metrics.reporter.prom.factory.class": "org.apache.flink.metrics.prometheus.PrometheusReporterFactory",
+        "metrics.reporter.prom.port": f"{port}-{port + PROMETHEUS_PORTS - 1}",
+    }
+
+
 class FlinkCluster:
     """One JobManager + one TaskManager under ``home`` (conf/, log/, pid/); ``conf`` goes into their
     config.yaml, ``env`` into the environment they start with (e.g. an AWS profile's variables)."""

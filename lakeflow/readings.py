@@ -54,6 +54,13 @@ def bucket_time(name: str) -> datetime | None:
     return t if bucket_name(t) == name else None
 
 
+def is_in_progress(rel: str) -> bool:
+    """True for a part file Flink's FileSink is still writing (or a crashed writer left): a hidden
+    ``.part-….inprogress.<id>`` name. Such a file holds no committed reading."""
+    name = rel.rsplit("/", 1)[-1]
+    return name.startswith(".") and ".inprogress" in name
+
+
 def is_committed_part(rel: str) -> bool:
     """True for a committed part file (``rel``: its path under the table location): a ``.json`` file
     with no hidden component in its path.

@@ -280,6 +280,10 @@ class LakekeeperStandin:
         self.purged: list[str] = []  # table locations whose data a drop deleted
         self.vended_secrets: list[str] = []  # every secret key and session token handed out
         self.vended_access_keys: list[str] = []  # every access key id handed out
+        # Vend s3:ListBucketMultipartUploads on the bucket too: a deployment whose STS policy lets
+        # `lakeflow maintain` find the open uploads it aborts (the policy of lakekeeper-api/NOTES.md,
+        # the default here, does not). Set before a table's first vend (its role is made then).
+        self.vend_upload_listing = False
         self.warehouses: dict[str, Warehouse] = {}
         self.warehouse: Optional[Warehouse] = None  # the first one added: what the fixtures use
         self._validator: Optional[Callable[[str], bool]] = lambda t: t == self.token
@@ -671,7 +675,7 @@ class LakekeeperStandin:
     def _mint(self, wh: Warehouse, table: Table) -> dict[str, Any]:
         """New credentials from STS AssumeRole, allowed only under the table's prefix."""
         key = table.location.removeprefix(f"s3://{wh.bucket}/")
-        policy = json.dumps(_prefix_policy(wh.bucket, key))
+        policy = json.dumps(_prefix_policy(wh.bucket, key, list_uploads=self.vend_upload_listing))
         role_arn = wh.roles.get(table.id)
         if role_arn is None:
             # moto evaluates a role's own policy but not an AssumeRole session policy, so the
@@ -717,9 +721,12 @@ _TRUST = {"Version": "2012-10-17", "Statement": [
     {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}
 
 
-def _prefix_policy(bucket: str, key: str) -> dict[str, Any]:
-    """Lakekeeper's STS policy: objects under ``{key}/`` only, listing only that prefix."""
-    return {"Version": "2012-10-17", "Statement": [
+def _prefix_policy(bucket: str, key: str, *, list_uploads: bool = False) -> dict[str, Any]:
+    """Lakekeeper's STS policy: objects under ``{key}/`` only, listing only that prefix (with
+    ``list_uploads``, also the open multipart uploads, granted on the whole bucket)."""
+    uploads = [{"Effect": "Allow", "Action": ["s3:ListBucketMultipartUploads"],
+                "Resource": [f"arn:aws:s3:::{bucket}"]}] if list_uploads else []
+    return {"Version": "2012-10-17", "Statement": [*uploads,
         {"Effect": "Allow",
          "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
                     "s3:ListMultipartUploadParts"],

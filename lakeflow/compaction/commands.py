@@ -17,11 +17,13 @@ import os
 import runpy
 import shlex
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lakeflow.compaction.config import CompactEnv, add_arguments, job_argv, schedule
+from lakeflow.compaction.config import CompactEnv, MetricsExport, add_arguments, job_argv, metrics_export, schedule
 
+EXIT_ERROR = 2  # as lakeflow.compaction.run's (not imported here: it loads pyiceberg)
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "jobs" / "compact.py"
 PACKAGE_ZIP = REPO / "build" / "lakeflow.zip"  # the lakeflow package for spark-submit --py-files (make package)
@@ -63,6 +65,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run in progress finish; one line per run",
     )
     p.add_argument("--maintain-every", metavar="DURATION", help=CompactEnv.help("maintain_every_s"))
+    p.add_argument("--metrics-port", type=int, metavar="PORT", help=CompactEnv.help("metrics_port"))
+    p.add_argument("--metrics-textfile", metavar="PATH", help=CompactEnv.help("metrics_textfile"))
+    p.add_argument("--pushgateway", metavar="URL", help=CompactEnv.help("pushgateway_url"))
     p.set_defaults(handler=_compact)
 
 
@@ -143,15 +148,47 @@ def _compact(args: argparse.Namespace) -> int:
         return 0
     options = spark_options(args.master, args.spark_conf, args.jars)
     job_args = job_argv(args)
+    export = metrics_export(args)
     if every is not None:
         from lakeflow.compaction.continuous import run_forever
+        from lakeflow.compaction.metrics import MetricsPortUnavailable
 
         if not getattr(args, "verbose", False):  # one line per run; the stages' progress with lakeflow -v
             logging.getLogger().setLevel(logging.WARNING)
-        return run_forever(
-            every, job_args, lambda argv: run_job(argv, options), args.report.resolve() if args.report else None
-        )
+        try:
+            return run_forever(
+                every,
+                job_args,
+                lambda argv: run_job(argv, options),
+                args.report.resolve() if args.report else None,
+                export.port,
+            )
+        except MetricsPortUnavailable as exc:
+            print(f"lakeflow compact: {exc}", file=sys.stderr)
+            return EXIT_ERROR
     print(
         f"$ {shlex.join([str(JOB), *job_args])}  (Spark if needed: {shlex.join(options)})", file=sys.stderr, flush=True
     )
-    return run_job(job_args, options)
+    if export.textfile is None and export.pushgateway is None:
+        return run_job(job_args, options)
+    return run_exporting(job_args, options, args.report.resolve() if args.report else None, export)
+
+
+def run_exporting(job_args: Sequence[str], options: Sequence[str], report: Path | None, export: MetricsExport) -> int:
+    """One run, its figures then exported as metrics (:func:`lakeflow.compaction.metrics.export_once`)."""
+    import time
+
+    from lakeflow.compaction.metrics import CompactorMetrics, export_once, read_report
+
+    with tempfile.TemporaryDirectory(prefix="lakeflow-compact-") as tmp:
+        path = report or Path(tmp) / "report.json"
+        started = time.monotonic()
+        code = run_job([*job_args, *([] if report else ["--report", str(path)])], options)
+        metrics = CompactorMetrics()
+        metrics.record(read_report(path), code, time.monotonic() - started)
+    try:
+        export_once(metrics, export.textfile, export.pushgateway)
+    except OSError as exc:  # the run's outcome stands; the export's failure is its own error
+        print(f"compact: exporting the run's metrics failed: {exc}", file=sys.stderr)
+        return code or EXIT_ERROR
+    return code

@@ -19,6 +19,7 @@ from lakeflow.settings.env import (
     Duration,
     EnvModel,
     Invalid,
+    LocalPath,
     Name,
     PositiveInt,
     SettingsError,
@@ -27,6 +28,7 @@ from lakeflow.settings.env import (
     load,
     overlay,
     parse_duration,
+    url,
 )
 
 ENV_TABLE = "COMPACT_TABLE"
@@ -44,6 +46,10 @@ ENV_EXPIRE_OLDER_THAN = "COMPACT_EXPIRE_OLDER_THAN"
 ENV_KEEP_LAST = "COMPACT_KEEP_LAST"
 ENV_ORPHAN_MIN_AGE = "COMPACT_ORPHAN_MIN_AGE"
 ENV_MAINTAIN_EVERY = "COMPACT_MAINTAIN_EVERY"
+ENV_LEFTOVER_MIN_AGE = "COMPACT_LEFTOVER_MIN_AGE"
+ENV_METRICS_PORT = "COMPACT_METRICS_PORT"
+ENV_METRICS_TEXTFILE = "COMPACT_METRICS_TEXTFILE"
+ENV_PUSHGATEWAY = "COMPACT_PUSHGATEWAY_URL"
 DEFAULT_FILE_MB = 128
 DEFAULT_GROUP_MB = 256  # maintenance: small Parquet files merged in memory at once (at most)
 DEFAULT_BYTES_PER_ROW = 40
@@ -53,6 +59,7 @@ DEFAULT_LOOK_BACK = "1h"  # ≫ 2 checkpoint intervals + a checkpoint's duration
 DEFAULT_EXPIRE_OLDER_THAN = "7d"  # a week of time travel; Iceberg's own default is 5 days
 DEFAULT_KEEP_LAST = 1  # Iceberg's history.expire.min-snapshots-to-keep
 DEFAULT_ORPHAN_MIN_AGE = "1d"  # far beyond any run (and its lease); see docs/compaction.md
+DEFAULT_LEFTOVER_MIN_AGE = "1d"  # far beyond any checkpoint and restart; see docs/operations.md
 CRASH_POINTS = ("after-write", "after-commit")
 CRASH_EXIT = 86
 
@@ -154,12 +161,40 @@ class CompactEnv(EnvModel):
         "or metadata references only once they are at least this old (a younger one may belong "
         "to a commit in flight).",
     )
+    leftover_min_age_s: Duration = Field(
+        parse_duration(DEFAULT_LEFTOVER_MIN_AGE),
+        examples=[DEFAULT_LEFTOVER_MIN_AGE],
+        alias=ENV_LEFTOVER_MIN_AGE,
+        description="lakeflow maintain: abort the raw table's open S3 multipart uploads and delete its hidden "
+        "in-progress part files (what killed Flink writers leave) only once they are at least this old: "
+        "longer than any checkpoint takes and than a job may stay down and still be restored from its "
+        "last checkpoint (a restored job completes the uploads that checkpoint names).",
+    )
     maintain_every_s: Duration | None = Field(
         None,
         alias=ENV_MAINTAIN_EVERY,
         description="lakeflow compact --every: also maintain the table (as lakeflow maintain does, under the "
         "run's lease) with the first run and then once this long has passed (1h, 1d …). Unset: "
         "never.",
+    )
+
+    metrics_port: Annotated[int, Field(ge=1, le=65535)] | None = Field(
+        None,
+        alias=ENV_METRICS_PORT,
+        description="lakeflow compact --every: serve Prometheus metrics on this port (all interfaces, path "
+        "/metrics; names in docs/operations.md). Unset: none.",
+    )
+    metrics_textfile: LocalPath | None = Field(
+        None,
+        alias=ENV_METRICS_TEXTFILE,
+        description="A single lakeflow compact: write the run's metrics to this file for node_exporter's "
+        "textfile collector (replaced atomically; name it *.prom). Unset: none.",
+    )
+    pushgateway_url: Annotated[str, url("http://localhost:9091", base=True)] | None = Field(
+        None,
+        alias=ENV_PUSHGATEWAY,
+        description="A single lakeflow compact: push the run's metrics to this Prometheus Pushgateway (group "
+        "job=lakeflow_compact, replaced by each run). Unset: none.",
     )
 
     @field_validator("lease_ttl_s")
@@ -188,6 +223,7 @@ class MaintainOptions:
     expire_older_than_s: float = parse_duration(DEFAULT_EXPIRE_OLDER_THAN)
     keep_last: int = DEFAULT_KEEP_LAST
     orphan_min_age_s: float = parse_duration(DEFAULT_ORPHAN_MIN_AGE)
+    leftover_min_age_s: float = parse_duration(DEFAULT_LEFTOVER_MIN_AGE)
     dry_run: bool = False  # list what would change; change nothing
 
 
@@ -289,12 +325,13 @@ def add_maintain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--expire-older-than", metavar="DURATION", help=CompactEnv.help("expire_older_than_s"))
     parser.add_argument("--keep-last", type=int, metavar="N", help=CompactEnv.help("keep_last"))
     parser.add_argument("--orphan-min-age", metavar="DURATION", help=CompactEnv.help("orphan_min_age_s"))
+    parser.add_argument("--leftover-min-age", metavar="DURATION", help=CompactEnv.help("leftover_min_age_s"))
 
 
 def maintain_argv(args: argparse.Namespace) -> list[str]:
     """The flags of :func:`add_maintain_arguments` back as a command line."""
     argv: list[str] = []
-    for flag in ("small_file_mb", "expire_older_than", "keep_last", "orphan_min_age"):
+    for flag in ("small_file_mb", "expire_older_than", "keep_last", "orphan_min_age", "leftover_min_age"):
         if getattr(args, flag) is not None:
             argv += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
     return argv
@@ -332,6 +369,7 @@ def load_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None
         ENV_FILE_MB: None if args.target_file_mb is None else str(args.target_file_mb),
         ENV_EXPIRE_OLDER_THAN: args.expire_older_than,
         ENV_ORPHAN_MIN_AGE: args.orphan_min_age,
+        ENV_LEFTOVER_MIN_AGE: args.leftover_min_age,
         **{
             name: None if flag is None else str(flag)
             for name, flag in ((ENV_SMALL_FILE_MB, args.small_file_mb), (ENV_KEEP_LAST, args.keep_last))
@@ -371,6 +409,7 @@ def load_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None
             expire_older_than_s=env_.expire_older_than_s,
             keep_last=env_.keep_last,
             orphan_min_age_s=env_.orphan_min_age_s,
+            leftover_min_age_s=env_.leftover_min_age_s,
         ),
     )
 
@@ -400,6 +439,38 @@ def schedule(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> 
     if every <= 0:
         raise SettingsError(f"--every {args.every!r}: must be more than 0")
     return Schedule(every_s=every, maintain_every_s=env_.maintain_every_s)
+
+
+@dataclass(frozen=True)
+class MetricsExport:
+    """Where ``lakeflow compact`` puts its metrics: served on a port (with ``--every``), or, for a
+    single run, a textfile and/or a Pushgateway."""
+
+    port: int | None = None
+    textfile: Path | None = None
+    pushgateway: str | None = None
+
+
+def metrics_export(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> MetricsExport:
+    """``--metrics-port`` / ``--metrics-textfile`` / ``--pushgateway`` over their variables; the port
+    applies only with ``--every``, the other two only to a single run."""
+    environ = os.environ if env is None else env
+    values = overlay(environ, env_file(environ))
+    flags = {
+        ENV_METRICS_PORT: None if args.metrics_port is None else str(args.metrics_port),
+        ENV_METRICS_TEXTFILE: args.metrics_textfile,
+        ENV_PUSHGATEWAY: args.pushgateway,
+    }
+    values.update({k: v for k, v in flags.items() if v})
+    problems: list[str] = []
+    if args.metrics_port is not None and not args.every:
+        problems.append("--metrics-port applies only with --every (a single run: --metrics-textfile, --pushgateway)")
+    if args.every and (args.metrics_textfile or args.pushgateway):
+        problems.append("--metrics-textfile / --pushgateway apply to a single run (with --every: --metrics-port)")
+    env_ = load(CompactEnv, values, "compaction settings", problems)
+    if args.every:
+        return MetricsExport(port=env_.metrics_port)
+    return MetricsExport(textfile=env_.metrics_textfile, pushgateway=env_.pushgateway_url)
 
 
 def crash_point(config: CompactConfig, name: str) -> None:

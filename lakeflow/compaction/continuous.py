@@ -6,29 +6,32 @@ during a run lets it finish — its commit included — and then ends the loop (
 sleeping ends it at once; a second signal stops the process at once. A run refused because another
 holds the lease (exit 3), or failing (exit 2), is a log line; the next tick tries again. With
 ``maintain_every``, a run that is due also maintains the table, under its own lease (``--maintain``).
-One line per run on stdout: when, files, rows, duration, result.
+One line per run on stdout: when, files, rows, duration, result. With ``metrics_port``, the runs'
+figures are served for Prometheus (:mod:`lakeflow.compaction.metrics`) until the loop ends.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import json
 import logging
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
+
+from lakeflow.compaction.metrics import CompactorMetrics, read_report, serve
 
 log = logging.getLogger("lakeflow.compaction.continuous")
 
 SLICE_S = 0.2  # a signal ends the sleep within this long
+METRICS_HOST = "0.0.0.0"  # the metrics port listens on every interface, for Prometheus to reach it
 RESULTS = {0: "ok", 2: "error", 3: "busy (another run holds the lease)"}
 
 
@@ -81,15 +84,23 @@ def run_forever(
     job_args: Sequence[str],
     run_once: Callable[[Sequence[str]], int],
     report_path: Path | None = None,
+    metrics_port: int | None = None,
 ) -> int:
     """Run ``run_once(job_args + …)`` every ``schedule.every_s`` until a stop signal; returns 0. Each
-    run's JSON report goes to ``report_path`` (replaced by the next run's) or a temporary file."""
+    run's JSON report goes to ``report_path`` (replaced by the next run's) or a temporary file, and
+    its figures into the metrics served on ``metrics_port`` (all interfaces; none when None)."""
     last_maintain: float | None = None
-    with StopSignal(sys.stdout) as stop, tempfile.TemporaryDirectory(prefix="lakeflow-compact-") as tmp:
+    metrics = CompactorMetrics()
+    with contextlib.ExitStack() as stack:
+        stop = stack.enter_context(StopSignal(sys.stdout))
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="lakeflow-compact-"))
         report = report_path or Path(tmp) / "report.json"
+        if metrics_port is not None:
+            stack.callback(serve(metrics, metrics_port, METRICS_HOST).shutdown)
         print(
             f"{_now()} compacting every {schedule.every_s:g} s"
             + (f", maintaining every {schedule.maintain_every_s:g} s" if schedule.maintain_every_s else "")
+            + (f", metrics on port {metrics_port} (/metrics)" if metrics_port is not None else "")
             + " (SIGTERM / Ctrl+C: finish the run in progress and exit)",
             flush=True,
         )
@@ -105,6 +116,7 @@ def run_forever(
             ]
             report.unlink(missing_ok=True)
             stop.running = True
+            metrics.running.set(1)
             try:
                 code = _quietly(run_once, args)
             except Exception:  # an unexpected failure of one run: logged, and the next tick tries again
@@ -112,9 +124,13 @@ def run_forever(
                 code = 2
             finally:
                 stop.running = False
+                metrics.running.set(0)
             if maintain and code == 0:
                 last_maintain = started
-            print(run_line(report, code, time.monotonic() - started, maintain and code == 0), flush=True)
+            took_s = time.monotonic() - started
+            figures = read_report(report)
+            metrics.record(figures, code, took_s)
+            print(run_line(figures, code, took_s, maintain and code == 0), flush=True)
             while not stop.requested and time.monotonic() < started + schedule.every_s:
                 time.sleep(min(SLICE_S, max(0.0, started + schedule.every_s - time.monotonic())))
     return 0
@@ -126,12 +142,8 @@ def _quietly(run_once: Callable[[Sequence[str]], int], args: Sequence[str]) -> i
         return run_once(args)
 
 
-def run_line(report: Path, code: int, took_s: float, maintained: bool) -> str:
-    """The run's one line: time, files, rows, duration, result."""
-    try:
-        r = json.loads(report.read_text())
-    except (OSError, ValueError):
-        r = {}
+def run_line(r: Mapping[str, Any], code: int, took_s: float, maintained: bool) -> str:
+    """The run's one line (``r``: its JSON report): time, files, rows, duration, result."""
     result = RESULTS.get(code, f"exit {code}")
     parts = [
         _now(),

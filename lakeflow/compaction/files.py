@@ -38,6 +38,15 @@ class FileEntry:
     mtime: datetime | None
 
 
+@dataclass(frozen=True)
+class Upload:
+    """An S3 multipart upload never completed nor aborted: its key relative to the storage root."""
+
+    rel: str
+    upload_id: str
+    initiated: datetime
+
+
 class Storage:
     """Files under ``location`` (``file://`` or ``s3://``/``s3a://``), accessed with ``properties``."""
 
@@ -250,6 +259,32 @@ class Storage:
         for folder in sorted(folders, key=lambda f: -f.count("/")):  # deepest first
             with contextlib.suppress(OSError):  # not empty, or gone
                 os.rmdir(self._path(folder))
+
+    def open_uploads(self) -> builtins.list[Upload]:
+        """The multipart uploads under the root that were never completed nor aborted (S3's
+        ``ListMultipartUploads`` with the root as prefix; none on a local disk)."""
+        if self.is_local:
+            return []
+        bucket, _, key = self._root.partition("/")
+        prefix = f"{key}/" if key else ""
+        return [
+            Upload(u["Key"][len(prefix) :], u["UploadId"], u["Initiated"])
+            for page in self._s3().get_paginator("list_multipart_uploads").paginate(Bucket=bucket, Prefix=prefix)
+            for u in page.get("Uploads", [])
+        ]
+
+    def abort_upload(self, upload: Upload) -> None:
+        """Abort a multipart upload: S3 drops the parts uploaded so far (a gone upload is no error)."""
+        from botocore.exceptions import ClientError
+
+        bucket, _, key = self._root.partition("/")
+        try:
+            self._s3().abort_multipart_upload(
+                Bucket=bucket, Key=f"{key}/{upload.rel}" if key else upload.rel, UploadId=upload.upload_id
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "NoSuchUpload":
+                raise
 
     def delete_dir(self, rel: str) -> None:
         """Delete a folder and everything under it; a missing folder is not an error."""

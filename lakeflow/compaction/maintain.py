@@ -21,6 +21,12 @@ compactor's own recovery (:mod:`~lakeflow.compaction.recovery`, which owns ``dat
 3. **Remove orphan files** under ``data/`` and ``metadata/`` that no snapshot (in any manifest
    entry) and no metadata (current and logged metadata files, statistics) references, at least
    ``orphan_min_age_s`` old, and not announced by a pending intent (recovery's to judge).
+4. **Clear the raw table's leftovers** of killed Flink writers (when the raw table is given): its
+   open S3 multipart uploads are aborted and its hidden in-progress part files deleted, once at
+   least ``leftover_min_age_s`` old (initiated / last modified). They hold no committed reading,
+   but S3 bills an upload's parts until it is aborted. A running job's current ones are seconds to
+   a checkpoint old; a job restored from a checkpoint completes the uploads that checkpoint names,
+   so the age must exceed how long a job may stay down and still be restored.
 
 ``dry_run`` plans all three and changes nothing (and takes no lease: it writes nothing).
 """
@@ -49,14 +55,14 @@ from lakeflow.compaction.config import (
     maintain_argv,
     table_argv,
 )
-from lakeflow.compaction.files import FileEntry, Storage
+from lakeflow.compaction.files import FileEntry, Storage, Upload
 from lakeflow.compaction.lease import Lease, LeaseLost
 from lakeflow.compaction.naming import SEPARATOR, STAGING, STATE_DIR, final_paths, intent_name, is_run_id
 from lakeflow.compaction.output import staged_files
 from lakeflow.compaction.recovery import Intent, finish, save_intent
 from lakeflow.compaction.run import Run, begin, exit_code, hold_lease, plan, recover_orphans
 from lakeflow.compaction.schema import DAY, TS
-from lakeflow.readings import KEY, NAMES, TIME
+from lakeflow.readings import KEY, NAMES, TIME, is_in_progress
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -111,6 +117,11 @@ class MaintainReport:
     orphans: list[str] = field(default_factory=list)  # table-relative paths removed
     orphan_bytes: int = 0
     orphans_too_young: int = 0  # unreferenced, but younger than the minimum age
+    uploads_aborted: int = 0  # the raw table's open multipart uploads aborted (S3)
+    uploads_too_young: int = 0  # open, but younger than the leftovers' minimum age
+    in_progress_removed: int = 0  # the raw table's hidden in-progress part files deleted
+    in_progress_too_young: int = 0
+    uploads_unlisted: str = ""  # why the open uploads could not be listed (the credentials may not)
 
     def summary_lines(self) -> list[str]:
         would = "would be " if self.dry_run else ""
@@ -131,21 +142,44 @@ class MaintainReport:
             f"{self.orphans_too_young} too young to tell kept"
         )
         lines += [f"  {rel}" for rel in self.orphans] if self.dry_run else []
+        lines.append(
+            f"raw table leftovers: {self.uploads_aborted} open upload(s) {would}aborted, "
+            f"{self.in_progress_removed} in-progress file(s) {would}removed; "
+            f"{self.uploads_too_young + self.in_progress_too_young} too young kept"
+        )
+        if self.uploads_unlisted:
+            lines.append(f"  open uploads not listed: {self.uploads_unlisted}")
         return lines
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
+    def counts(self) -> dict[str, int]:
+        """What it did, as numbers (for a compaction run's report and its metrics)."""
+        return {
+            "partitions_rewritten": len(self.rewrites),
+            "snapshots_expired": len(self.snapshots_expired),
+            "orphans_removed": len(self.orphans),
+            "uploads_aborted": self.uploads_aborted,
+            "in_progress_removed": self.in_progress_removed,
+            "leftovers_too_young": self.uploads_too_young + self.in_progress_too_young,
+        }
 
-def maintain(target: Target, options: MaintainOptions, lease: Lease | None = None) -> MaintainReport:
-    """Rewrite small files, expire snapshots, remove orphans (see the module's docstring). ``lease``:
-    the table's lease, checked before every commit and delete (None only for a dry run or a test)."""
+
+def maintain(
+    target: Target, options: MaintainOptions, lease: Lease | None = None, raw: Storage | None = None
+) -> MaintainReport:
+    """Rewrite small files, expire snapshots, remove orphans, clear the raw table's leftovers (see
+    the module's docstring). ``lease``: the table's lease, checked before every commit and delete
+    (None only for a dry run or a test); ``raw``: the raw table's files (None: leftovers not cleared)."""
     report = MaintainReport(table=".".join(target.table.name()), dry_run=options.dry_run)
     target.table.refresh()
     for day, files in live_files(target.table).items():
         rewrite_partition(target, day, files, options, lease, report)
     expire_snapshots(target, options, lease, report)
     remove_orphans(target, options, lease, report)
+    if raw is not None:
+        clear_leftovers(raw, options, report)
     return report
 
 
@@ -415,12 +449,72 @@ def _relative(storage: Storage, uris: Iterable[str]) -> Iterator[str]:
             continue
 
 
+# --- 4. the raw table's leftovers ----------------------------------------------------------------
+
+
+UNLISTED = (
+    "{code}: the raw table's credentials may not list multipart uploads (s3:ListBucketMultipartUploads on the "
+    "bucket); the bucket's lifecycle rule AbortIncompleteMultipartUpload must abort them (docs/operations.md)"
+)
+
+
+def leftovers(
+    raw: Storage, min_age_s: float, now: datetime, uploads_found: Sequence[Upload]
+) -> tuple[list[Upload], int, list[FileEntry], int]:
+    """Of ``uploads_found`` (the raw table's open multipart uploads) and its hidden in-progress
+    files, those at least ``min_age_s`` old, each with how many younger ones there are."""
+    uploads, young_uploads = [], 0
+    for upload in uploads_found:
+        if (now - upload.initiated).total_seconds() >= min_age_s:
+            uploads.append(upload)
+        else:
+            young_uploads += 1
+    files, young_files = [], 0
+    for entry in raw.list():
+        if not is_in_progress(entry.rel):
+            continue
+        if entry.mtime is not None and (now - entry.mtime).total_seconds() >= min_age_s:
+            files.append(entry)
+        else:
+            young_files += 1
+    return uploads, young_uploads, files, young_files
+
+
+def clear_leftovers(raw: Storage, options: MaintainOptions, report: MaintainReport) -> None:
+    """Abort the raw table's old open uploads and delete its old in-progress files (step 4). Open
+    uploads the credentials may not list are reported, not an error (the lifecycle rule's job)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        found = raw.open_uploads()
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code not in ("AccessDenied", "403"):
+            raise
+        report.uploads_unlisted = UNLISTED.format(code=code)
+        log.warning("[maintain] open uploads of %s not listed: %s", raw.location, report.uploads_unlisted)
+        found = []
+    uploads, report.uploads_too_young, files, report.in_progress_too_young = leftovers(
+        raw, options.leftover_min_age_s, datetime.now(timezone.utc), found
+    )
+    report.uploads_aborted, report.in_progress_removed = len(uploads), len(files)
+    if options.dry_run:
+        return
+    for upload in uploads:
+        log.info("[maintain] open upload %s (initiated %s): aborting", upload.rel, upload.initiated)
+        raw.abort_upload(upload)
+    for entry in files:
+        log.info("[maintain] in-progress file %s (%d bytes, %s): removing", entry.rel, entry.size, entry.mtime)
+    raw.delete_many([e.rel for e in files])
+
+
 # --- commands -----------------------------------------------------------------------------------
 
 
 def after_compaction(run: Run) -> MaintainReport:
     """``lakeflow compact --maintain``: maintain the table under the run's lease, after its commit."""
-    report = maintain(run.target, run.config.maintenance, run.lease)
+    report = maintain(run.target, run.config.maintenance, run.lease, run.raw.storage)
+    run.report.maintenance = report.counts()
     print("\n".join(report.summary_lines()), flush=True)
     return report
 
@@ -429,12 +523,12 @@ def run_maintain(config: CompactConfig, as_json: bool) -> int:
     """``lakeflow maintain``: open the tables, take the lease, recover, maintain, print the summary."""
     run = begin(config)
     if config.maintenance.dry_run:
-        report = maintain(run.target, config.maintenance)
+        report = maintain(run.target, config.maintenance, raw=run.raw.storage)
     else:
         with hold_lease(run):
             plan(run)
             recover_orphans(run)  # the compactor's recovery: crashed runs' staging and data files
-            report = maintain(run.target, config.maintenance, run.lease)
+            report = maintain(run.target, config.maintenance, run.lease, run.raw.storage)
             report.recovered = run.report.orphans_removed
     print(report.to_json() if as_json else "\n".join(report.summary_lines()), flush=True)
     return 0
@@ -444,10 +538,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``lakeflow maintain`` to the ``lakeflow`` parser."""
     p = subparsers.add_parser(
         "maintain",
-        help="merge the compacted table's small files, expire old snapshots, remove orphan files",
+        help="merge the compacted table's small files, expire old snapshots, remove orphan files, clear the raw "
+        "table's leftovers of killed writers",
         description="Under the table's lease: per day partition, merge small Parquet files into target-size "
         "files sorted by time (one atomic snapshot each, rows unchanged); expire old snapshots; "
-        "remove files nothing references. Exit codes: 0 done, 2 error, 3 a compaction (on any "
+        "remove files nothing references; abort the raw table's old open multipart uploads and delete its old "
+        "hidden in-progress part files. Exit codes: 0 done, 2 error, 3 a compaction (on any "
         "host) holds the table's lease.",
     )
     add_table_arguments(p)

@@ -62,6 +62,10 @@ class CompactionReport:
     finished_at: str = ""
     duration_s: float = 0.0
     error: str = ""
+    maintenance: dict[str, int] = field(default_factory=dict)  # with --maintain: MaintainReport.counts()
+    oldest_new_file_at: str = ""  # modification time of the oldest new raw file discovered (ISO 8601)
+    table_snapshots: int | None = None  # the Iceberg table's snapshots when the run ended
+    table_data_files: int | None = None  # its current snapshot's data files
     _t0: float = field(default_factory=time.monotonic, repr=False)
 
     @property

@@ -120,6 +120,8 @@ def discover_new_files(run: Run) -> Batch:
     r.files_listed, r.files_ignored = len(run.listing.parts), run.listing.ignored
     r.files_already_consumed = r.files_listed - len(new)
     r.list_requests, r.ledger_bytes_read = run.listing.requests, run.ledger.bytes_read
+    times = [f.mtime for f in new if f.mtime is not None]
+    r.oldest_new_file_at = min(times).isoformat(timespec="seconds") if times else ""
     log.info(
         "[discover] %d part files, %d new, %d consumed before, %d other files ignored; %d listing(s), "
         "%d ledger bytes read",
@@ -340,7 +342,12 @@ def old_enough(files: list[FileEntry], min_age_s: float) -> list[FileEntry]:
 
 
 def emit_report(run: Run) -> None:
-    """The summary on stdout, and as JSON when asked for."""
+    """The summary on stdout, and as JSON when asked for (with the table's snapshots and data files)."""
+    meta = run.target.table.metadata
+    current = meta.current_snapshot()
+    run.report.table_snapshots = len(meta.snapshots)
+    if current is not None and current.summary is not None:
+        run.report.table_data_files = int(current.summary.get("total-data-files", 0))
     print("\n".join(run.report.summary_lines()), flush=True)
     if run.config.report_path:
         run.report.write_json(run.config.report_path)

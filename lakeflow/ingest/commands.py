@@ -4,7 +4,8 @@
 table it writes the table's AWS profile and puts keyless ``fs.s3a.*`` settings into its config.yaml
 (:func:`lakeflow.ingest.storage.cluster_storage`); it reports every job's lineage natively
 (lakeflow's ``JobStatusChangedListener``, into the lineage store) unless ``--no-native-lineage``;
-with ``--sql-gateway-port`` it also starts Flink's SQL Gateway. The job itself runs from
+with ``--sql-gateway-port`` it also starts Flink's SQL Gateway; with ``--metrics-port`` Flink's
+Prometheus reporter serves every process's metrics, the job's own included (docs/operations.md). The job itself runs from
 ``jobs/sensor_ingest.py`` (``make run``, or the ``flink run`` that ``make package`` prints).
 """
 
@@ -59,6 +60,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "$FLINK_SQL_GATEWAY_PORT; unset: no gateway; its jar is fetched if need be)",
     )
     up.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics (Flink's reporter; the job's own in the group lakeflow) at /metrics "
+        "on PORT for the JobManager, the next free of PORT+1…PORT+7 for each TaskManager (default "
+        "$FLINK_METRICS_PORT; unset: none)",
+    )
+    up.add_argument(
         "--no-native-lineage",
         action="store_true",
         help="don't load lakeflow's lineage listener (jobs' OpenLineage events into the lineage store)",
@@ -110,7 +119,7 @@ def _flink(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     from lakeflow.aws_profile import ProfileError, renewal_note
-    from lakeflow.flink_cluster import FlinkCluster
+    from lakeflow.flink_cluster import PROMETHEUS_PORTS, FlinkCluster, prometheus_reporter
     from lakeflow.ingest import IngestError
     from lakeflow.ingest.sink import jar_path
     from lakeflow.ingest.storage import cluster_storage
@@ -123,9 +132,12 @@ def _up(args: argparse.Namespace) -> int:
 
     settings = load_settings(local=args.local or None)
     ports = load_only(
-        ProcessEnvironment, ["FLINK_REST_PORT", "FLINK_RPC_PORT", "FLINK_SQL_GATEWAY_PORT"], "process settings"
+        ProcessEnvironment,
+        ["FLINK_REST_PORT", "FLINK_RPC_PORT", "FLINK_SQL_GATEWAY_PORT", "FLINK_METRICS_PORT"],
+        "process settings",
     )
     sql_gateway_port = ports.flink_sql_gateway_port if args.sql_gateway_port is None else args.sql_gateway_port
+    metrics_port = ports.flink_metrics_port if args.metrics_port is None else args.metrics_port
     if args.openlineage_url and args.no_native_lineage:
         print(
             "lakeflow flink up: --openlineage-url needs the lineage listener (drop --no-native-lineage)",
@@ -142,7 +154,8 @@ def _up(args: argparse.Namespace) -> int:
     try:
         storage = cluster_storage(settings, args.profile_dir or settings.home / "aws")
         lib_jars = [] if args.no_native_lineage else [jar_path()]
-    except (IngestError, ProfileError) as exc:
+        metrics = {} if metrics_port is None else prometheus_reporter(metrics_port)
+    except (IngestError, ProfileError, FileNotFoundError) as exc:
         print(f"lakeflow flink up: {exc}", file=sys.stderr)
         return 2
     lineage, lineage_env = {}, {}
@@ -159,7 +172,7 @@ def _up(args: argparse.Namespace) -> int:
         args.home or settings.home / "cluster",
         rest_port=ports.flink_rest_port if args.rest_port is None else args.rest_port,
         rpc_port=ports.flink_rpc_port if args.rpc_port is None else args.rpc_port,
-        conf={**storage.conf, **lineage},
+        conf={**storage.conf, **lineage, **metrics},
         env={**storage.env(), **lineage_env},
         lib_jars=lib_jars,
     )
@@ -182,6 +195,11 @@ def _up(args: argparse.Namespace) -> int:
             f"Flink cluster up: {cluster.rest_url} (FLINK_CONF_DIR={cluster.conf_dir}; "
             f"{len(storage.conf)} fs.s3a.* settings for {storage.handle.location}{via})"
         )
+        if metrics_port is not None:
+            print(
+                f"Prometheus metrics: http://localhost:{metrics_port}/metrics (JobManager), TaskManagers on "
+                f"the next free ports up to {metrics_port + PROMETHEUS_PORTS - 1}"
+            )
         if not args.no_native_lineage:
             also = f" and to {lineage['lakeflow.lineage.url']}" if "lakeflow.lineage.url" in lineage else ""
             print(f"Jobs report their lineage into {settings.lineage_dir}{also} (lakeflow harvest reads it)")

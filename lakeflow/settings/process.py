@@ -71,6 +71,12 @@ class ProcessEnvironment(EnvModel):
         alias="FLINK_SQL_GATEWAY_PORT",
         description="make cluster-up: also start Flink's SQL Gateway, REST on 127.0.0.1:PORT (unset: no gateway).",
     )
+    flink_metrics_port: Port | None = Field(
+        None,
+        alias="FLINK_METRICS_PORT",
+        description="make cluster-up: serve Prometheus metrics, the JobManager's on this port, each "
+        "TaskManager's on the next free one of PORT+1…PORT+7 (unset: none; docs/operations.md).",
+    )
     spark_master_port: Port = Field(
         7077, alias="SPARK_MASTER_PORT", description="make spark-up: the standalone Spark master's port."
     )

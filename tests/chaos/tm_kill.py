@@ -9,6 +9,11 @@ JobManager has noticed the loss and the job runs again, then waits a random 0.5â
 ``tm-kill-s3``: the same on S3 (a Lakekeeper stand-in whose warehouse is on moto with IAM enforced,
 the cluster set up as ``lakeflow flink up`` does): the objects are read from moto, and the
 multipart uploads the killed writers left open are counted (``open_uploads``).
+
+Both then make a maintenance pass over the raw table and count again: ``lakeflow maintain`` on
+``file://``; on S3 its leftovers step with the raw table's vended credentials (the stand-in serves
+no Iceberg catalog for the rest of ``maintain``), the stand-in vending ``s3:ListBucketMultipartUploads``
+as a deployment must for it. Promised: nothing hidden and no open upload left after it.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Callable, Iterable, Optional
 import requests
 
 from lakeflow.flink_cluster import FlinkCluster, flink_home
-from tests.chaos.common import REPO, Result, local_env, moto_server, progress, tail, timed
+from tests.chaos.common import LAKEFLOW, REPO, Result, local_env, moto_server, progress, tail, timed
 from tests.fixtures_lakekeeper import env_for, start_lakekeeper
 from tests.fixtures_servers import free_port
 from tests.lakekeeper_standin import S3Account
@@ -190,7 +195,7 @@ def tm_kill(workdir: Path, *, kills: int = 10, records: int = 7500, batch: int =
     """``tm-kill`` on the embedded local catalog (``file://``), or with ``s3`` ``tm-kill-s3``."""
     if s3:
         return tm_kill_s3(workdir, kills=kills, records=records, batch=batch, interval_ms=interval_ms, seed=seed)
-    result = Result("tm-kill", zeros=("lost", "duplicated", "partial"))
+    result = Result("tm-kill", zeros=("lost", "duplicated", "partial", "hidden_after_maintain"))
     rnd = random.Random(seed)
     with timed(result):
         _require_package()
@@ -200,11 +205,37 @@ def tm_kill(workdir: Path, *, kills: int = 10, records: int = 7500, batch: int =
             home = workdir / "home"
             env = _job_env(cluster, home, records, batch, interval_ms)
             _, done, failures_seen = _kill_during_run(result, cluster, env, workdir, kills=kills, rnd=rnd)
-            counts = count_committed(home / "warehouse" / "iot" / "sensor-readings", records)
+            table = home / "warehouse" / "iot" / "sensor-readings"
+            counts = count_committed(table, records)
             _check_counts(result, counts, records, done, failures_seen)
+            maintained = subprocess.run([LAKEFLOW, "maintain", "--json", "--leftover-min-age", "0s"], env=env,
+                                        cwd=workdir, capture_output=True, text=True, timeout=300)
+            result.check(maintained.returncode == 0, f"lakeflow maintain exited {maintained.returncode}: "
+                                                     f"{tail(maintained.stderr, 4)}")
+            after = count_committed(table, records)
+            result.counts.update(hidden_after_maintain=after["hidden_leftovers"])
+            result.check(after["committed"] == counts["committed"] and after["files"] == counts["files"],
+                         "maintenance changed the committed part files")
         finally:
             cluster.stop()
     return result
+
+
+def _maintenance_pass(result: Result, account: S3Account, catalog_env: dict[str, str], location: str,
+                      records: int, before: dict[str, int]) -> None:
+    """``lakeflow maintain``'s leftovers step on the raw table (vended credentials), then count again."""
+    from lakeflow.compaction.config import MaintainOptions
+    from lakeflow.compaction.maintain import MaintainReport, clear_leftovers
+    from lakeflow.compaction.source import open_raw
+    from lakeflow.settings import load_settings
+
+    report = MaintainReport(table=location)
+    clear_leftovers(open_raw(load_settings(catalog_env)).storage, MaintainOptions(leftover_min_age_s=0), report)
+    after = count_committed_s3(account.client("s3"), location, records)
+    result.counts.update(uploads_aborted=report.uploads_aborted, open_uploads_after_maintain=after["open_uploads"])
+    result.check(not report.uploads_unlisted, report.uploads_unlisted)
+    result.check(after["committed"] == before["committed"] and after["files"] == before["files"],
+                 "maintenance changed the committed part files")
 
 
 # moto with IAM enforced: its first calls (unauthenticated) create Lakekeeper's own IAM user.
@@ -230,13 +261,15 @@ def tm_kill_s3(workdir: Path, *, kills: int = 10, records: int = 7500, batch: in
     from lakeflow.ingest.storage import cluster_storage
     from lakeflow.settings import load_settings
 
-    result = Result("tm-kill-s3", zeros=("lost", "duplicated", "partial", "hidden_leftovers"))
+    result = Result("tm-kill-s3", zeros=("lost", "duplicated", "partial", "hidden_leftovers",
+                                         "open_uploads_after_maintain"))
     rnd = random.Random(seed)
     with timed(result):
         _require_package()
         with moto_server(workdir / "moto", strict_bootstrap_calls=_STRICT_BOOTSTRAP_CALLS) as moto:
             account = _strict_account(moto)
             lakekeeper = start_lakekeeper(account)
+            lakekeeper.vend_upload_listing = True
             cluster = None
             try:
                 home = workdir / "home"
@@ -254,6 +287,7 @@ def tm_kill_s3(workdir: Path, *, kills: int = 10, records: int = 7500, batch: in
                 _check_counts(result, counts, records, done, failures_seen)
                 result.counts.update(open_uploads=counts["open_uploads"],
                                      credential_calls=len(lakekeeper.calls("GET", "/credentials")))
+                _maintenance_pass(result, account, catalog_env, location, records, counts)
                 output = (workdir / "flink-run.log").read_text()
                 result.check(f"â†’ {location}" in output and "s3a://" not in output,
                              "the run's output does not name the table's s3:// location")

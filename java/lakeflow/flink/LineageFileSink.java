@@ -27,7 +27,8 @@ import org.apache.flink.streaming.api.lineage.DefaultLineageVertex;
  * A {@link FileSink} that tells Flink's native lineage (FLIP-314) which table it writes. Flink's
  * own FileSink is no {@link LineageVertexProvider} (and cannot be subclassed: its constructor is
  * private), so this one implements every interface the FileSink does and hands each call to it:
- * writers, state, committables and the pre-commit topology are the FileSink's own, unchanged.
+ * writers, state, committables and the pre-commit topology are the FileSink's own, unchanged; the
+ * writer and committer are wrapped to count what they write and commit ({@link SinkMetrics}).
  */
 public final class LineageFileSink<IN>
         implements Sink<IN>,
@@ -56,13 +57,13 @@ public final class LineageFileSink<IN>
     @Override
     public StatefulSinkWriter<IN, FileWriterBucketState> createWriter(WriterInitContext context)
             throws IOException {
-        return sink.createWriter(context);
+        return new SinkMetrics.Writer<>(sink.createWriter(context), context.metricGroup());
     }
 
     @Override
     public StatefulSinkWriter<IN, FileWriterBucketState> restoreWriter(
             WriterInitContext context, Collection<FileWriterBucketState> recoveredState) throws IOException {
-        return sink.restoreWriter(context, recoveredState);
+        return new SinkMetrics.Writer<>(sink.restoreWriter(context, recoveredState), context.metricGroup());
     }
 
     @Override
@@ -77,7 +78,7 @@ public final class LineageFileSink<IN>
 
     @Override
     public Committer<FileSinkCommittable> createCommitter(CommitterInitContext context) throws IOException {
-        return sink.createCommitter(context);
+        return new SinkMetrics.CountingCommitter(sink.createCommitter(context), context.metricGroup());
     }
 
     @Override

@@ -1,0 +1,156 @@
+"""The compactor's Prometheus metrics (prometheus-client), fed from each run's JSON report.
+
+``lakeflow compact --every … --metrics-port PORT`` serves them over HTTP for a scrape;
+a single ``lakeflow compact`` pushes them to a Pushgateway or writes them as a node_exporter
+textfile (:func:`export_once`). Names and labels: docs/operations.md. No label ever holds a
+location, a URL or a credential: only results, states and kinds from fixed sets.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+RESULTS = {0: "ok", 3: "busy"}  # any other exit code: "error"
+MAINTENANCE_KINDS = ("snapshots_expired", "orphans_removed", "uploads_aborted", "in_progress_removed")
+DURATION_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+PUSH_JOB = "lakeflow_compact"  # the Pushgateway's job label of a single run
+
+
+class MetricsPortUnavailable(RuntimeError):
+    """The metrics port cannot be listened on (in use, or not allowed)."""
+
+
+class CompactorMetrics:
+    """The compactor's metrics in their own registry (nothing of the process's default one)."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.runs = Counter(
+            "lakeflow_compaction_runs", "Compaction runs by result (ok, error, busy: another holds the lease).",
+            ["result"], registry=r,
+        )  # fmt: skip
+        for result in ("ok", "error", "busy"):
+            self.runs.labels(result)  # exported as 0 before the first such run
+        self.rows_in = Counter("lakeflow_compaction_rows_in", "Readings read by committed runs.", registry=r)
+        self.rows_out = Counter("lakeflow_compaction_rows_out", "Rows committed to the Iceberg table.", registry=r)
+        self.files_compacted = Counter(
+            "lakeflow_compaction_files_compacted", "Raw part files compacted by committed runs.", registry=r
+        )
+        self.files_quarantined = Counter(
+            "lakeflow_compaction_files_quarantined", "Raw part files quarantined (malformed, empty).", registry=r
+        )
+        self.duration = Histogram(
+            "lakeflow_compaction_run_duration_seconds",
+            "Duration of compaction runs that held the lease.",
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "lakeflow_compaction_last_success_timestamp_seconds", "When the last run committed (Unix time).", registry=r
+        )
+        self.freshness_lag = Gauge(
+            "lakeflow_compaction_freshness_lag_seconds",
+            "Age of the oldest raw part file found and not compacted yet (0 after a run that committed "
+            "everything it found).",
+            registry=r,
+        )
+        self.oldest_pending: float | None = None  # Unix time of that file
+        self.freshness_lag.set_function(self._lag)
+        self.running = Gauge("lakeflow_compaction_running", "1 while a compaction run is in progress.", registry=r)
+        self.lease_busy = Gauge(
+            "lakeflow_compaction_lease_busy",
+            "1 when the last run was refused because another compaction holds the table's lease.",
+            registry=r,
+        )
+        self.snapshots = Gauge("lakeflow_table_snapshots", "Snapshots of the compacted Iceberg table.", registry=r)
+        self.data_files = Gauge(
+            "lakeflow_table_data_files", "Data files of the compacted table's current snapshot.", registry=r
+        )
+        self.maintenance = Counter(
+            "lakeflow_maintenance_removed",
+            "What maintenance removed: snapshots_expired, orphans_removed, uploads_aborted (the raw table's "
+            "open multipart uploads), in_progress_removed (its hidden in-progress part files).",
+            ["kind"],
+            registry=r,
+        )
+        for kind in MAINTENANCE_KINDS:
+            self.maintenance.labels(kind)
+        self.leftovers_kept = Gauge(
+            "lakeflow_maintenance_leftovers_too_young",
+            "Open uploads and in-progress files of the raw table the last maintenance kept (younger than the "
+            "minimum age).",
+            registry=r,
+        )
+
+    def _lag(self) -> float:
+        return 0.0 if self.oldest_pending is None else max(0.0, time.time() - self.oldest_pending)
+
+    def record(self, report: Mapping[str, Any], code: int, took_s: float) -> None:
+        """Count one run from its exit code and JSON report (empty when it wrote none)."""
+        result = RESULTS.get(code, "error")
+        self.runs.labels(result).inc()
+        self.lease_busy.set(result == "busy")
+        if result == "busy":
+            return
+        self.duration.observe(float(report.get("duration_s") or took_s))
+        if result == "ok":
+            self.last_success.set(time.time())
+            self.oldest_pending = None
+            self.rows_in.inc(report.get("rows_in", 0))
+            self.rows_out.inc(report.get("rows_out", 0))
+            self.files_compacted.inc(report.get("files_compacted", 0))
+            self.files_quarantined.inc(report.get("files_quarantined", 0))
+        elif report.get("oldest_new_file_at"):
+            found = datetime.fromisoformat(report["oldest_new_file_at"]).timestamp()
+            self.oldest_pending = found if self.oldest_pending is None else min(self.oldest_pending, found)
+        if report.get("table_snapshots") is not None:
+            self.snapshots.set(report["table_snapshots"])
+        if report.get("table_data_files") is not None:
+            self.data_files.set(report["table_data_files"])
+        maintenance = report.get("maintenance") or {}
+        for kind in MAINTENANCE_KINDS:
+            self.maintenance.labels(kind).inc(maintenance.get(kind, 0))
+        if maintenance:
+            self.leftovers_kept.set(maintenance.get("leftovers_too_young", 0))
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """A run's JSON report (empty when the run wrote none: it failed before it could)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return report if isinstance(report, dict) else {}
+
+
+def serve(metrics: CompactorMetrics, port: int, host: str):
+    """Serve ``metrics`` at ``http://host:port/metrics`` from a daemon thread; returns the server
+    (``shutdown()`` it when done)."""
+    from prometheus_client import start_http_server
+
+    try:
+        server, _ = start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as exc:
+        raise MetricsPortUnavailable(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+    return server
+
+
+def export_once(metrics: CompactorMetrics, textfile: Path | None, pushgateway: str | None) -> None:
+    """A single run's figures: written as a node_exporter textfile (replaced atomically) and/or pushed
+    to a Pushgateway (group ``job=lakeflow_compact``, replaced by each push)."""
+    if textfile is not None:
+        from prometheus_client import write_to_textfile
+
+        textfile.parent.mkdir(parents=True, exist_ok=True)
+        write_to_textfile(str(textfile), metrics.registry)
+    if pushgateway is not None:
+        from prometheus_client import push_to_gateway
+
+        push_to_gateway(pushgateway, job=PUSH_JOB, registry=metrics.registry, timeout=10)
