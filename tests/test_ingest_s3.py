@@ -236,14 +236,17 @@ def test_flink_run_to_a_cluster_without_the_tables_settings_is_refused(make_lake
 
 @pytest.mark.slow
 def test_cluster_up_keeps_writing_past_the_credentials_expiry(make_lakekeeper, s3_expiring, packaged, tmp_path: Path):
-    """STS credentials that really expire SDK_BUFFER_S + 6 s after they are issued (the proxy in front
-    of moto refuses an expired session token, as S3 does): the TaskManager's AWS SDK (v1, S3A's
-    ProfileCredentialsProvider) re-runs the profile's credential process while the job writes —
-    counted at the stand-in — and never sends an expired token."""
+    """STS credentials that really expire LIFETIME s after they are issued (the proxy in front of moto
+    refuses an expired session token, as S3 does), handed out again unchanged for half of it (as
+    Lakekeeper caches them): the TaskManager's AWS SDK (v1, S3A's ProfileCredentialsProvider) re-runs
+    the profile's credential process SDK_BUFFER_S before expiry, past the cache's half-life as with any
+    real STS lifetime (>= 900 s), gets new ones — counted at the stand-in — and never sends an
+    expired token."""
+    lifetime = 2 * SDK_BUFFER_S + 6
     lakekeeper = make_lakekeeper(s3=s3_expiring.account)
-    lakekeeper.warehouse.sts_validity_s = SDK_BUFFER_S + 6
+    lakekeeper.warehouse.sts_validity_s = lifetime
     home, rest_port = tmp_path / "cluster", free_port()
-    env = job_env(lakekeeper, tmp_path, NUM_RECORDS="3000", BATCH_SIZE="60", BATCH_INTERVAL_MS="400")
+    env = job_env(lakekeeper, tmp_path, NUM_RECORDS="6000", BATCH_SIZE="60", BATCH_INTERVAL_MS="400")
     cluster = FlinkCluster(home)  # the one cluster-up starts: same home, so stop() finds its pids
     try:
         up = subprocess.run([LAKEFLOW, "flink", "up", "--home", str(home), "--rest-port", str(rest_port),
@@ -257,8 +260,8 @@ def test_cluster_up_keeps_writing_past_the_credentials_expiry(make_lakekeeper, s
                               timeout=300)
         output = done.stdout + done.stderr
         assert done.returncode == 0, output[-4000:]
-        assert time.time() - started > SDK_BUFFER_S + 6  # the run outlived the first credentials
-        check_table(lakekeeper, location, output, started, records=3000)
+        assert time.time() - started > lifetime  # the run outlived the first credentials
+        check_table(lakekeeper, location, output, started, records=6000)
         assert len(lakekeeper.calls("GET", "/credentials")) - calls >= 2  # minted, then re-minted mid-run
         assert s3_expiring.proxy.refused == 0, "an expired session token was sent"
         assert len(s3_expiring.proxy.expiries) >= 3  # the tokens it watched: the client's and the re-vended
