@@ -85,16 +85,16 @@ package: $(JAR) $(PACKAGE_ZIP)  ## build what `flink run` needs (jar + zipped la
 .PHONY: s3-jars sql-gateway-jar connector-jars
 
 s3-jars: install  ## fetch the S3 jars (Flink plugin + hadoop-aws/AWS SDK v2 for Spark) into build/jars/; installs the Flink plugin
-	$(PY) -m lakeflow.jars flink spark
+	$(PY) -m lakeflow.runtime.jars flink spark
 
 sql-gateway-jar: install  ## flink-sql-gateway of the wheel's Flink version into build/jars/ (the wheel lacks it; make cluster-up starts it from there)
-	$(PY) -m lakeflow.jars sql-gateway
+	$(PY) -m lakeflow.runtime.jars sql-gateway
 
 connector-jars: install  ## Flink's Kafka and JDBC (PostgreSQL) connectors into build/jars/ (the lineage tests' cluster has them in lib/)
-	$(PY) -m lakeflow.jars kafka-connector jdbc-connector
+	$(PY) -m lakeflow.runtime.jars kafka-connector jdbc-connector
 
 flink-plugins: install  ## flink-s3-fs-hadoop of the wheel's Flink version into its plugins/s3-fs-hadoop/ (cached in build/jars/)
-	$(PY) -m lakeflow.jars flink
+	$(PY) -m lakeflow.runtime.jars flink
 
 bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem/json sink; time to the first file of make run
 	$(PY) bench/bench_ingest.py $(ARGS)
@@ -121,7 +121,7 @@ spark-cds: install  ## the Spark driver JVM's class-data-sharing archive (build/
 	$(PY) -m lakeflow.compaction.spark.cds
 
 s3a-jars: install  ## hadoop-aws of pyspark's Hadoop version + AWS SDK v2 modules for Spark's s3a:// (build/jars/spark-hadoop-*/)
-	$(PY) -m lakeflow.jars spark
+	$(PY) -m lakeflow.runtime.jars spark
 
 .PHONY: iceberg-rest
 iceberg-rest: install  ## the tests' Iceberg REST catalog: Apache Iceberg's REST test server 1.11.0 (+ S3FileIO) into build/iceberg-rest/

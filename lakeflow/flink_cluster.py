@@ -25,7 +25,8 @@ from typing import Any
 import requests
 import yaml
 
-from lakeflow.processes import all_pids, cmdline, environ, kill_first, stop_all
+from lakeflow.runtime.homes import flink_home
+from lakeflow.runtime.processes import all_pids, cmdline, environ, kill_first, stop_all
 from lakeflow.secret import is_secret_key, write_private
 
 log = logging.getLogger(__name__)
@@ -38,13 +39,6 @@ DAEMON_CLASSES = (
 SQL_GATEWAY_CLASS = "org.apache.flink.table.gateway.SqlGateway"
 STOP_TIMEOUT_S = 10.0  # SIGTERM, then SIGKILL (as the distribution's stop scripts wait)
 PID_GRACE_S = 15.0  # a daemon whose pid file is still missing this long after its start script is gone
-
-
-def flink_home() -> Path:
-    """The Flink distribution inside the installed apache-flink wheel (``…/pyflink``)."""
-    import pyflink
-
-    return Path(pyflink.__file__).resolve().parent
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -225,11 +219,11 @@ class FlinkCluster:
         """Start Flink's SQL Gateway for this running cluster (the wheel's ``bin/sql-gateway.sh``);
         return its REST URL, ``http://127.0.0.1:<port>``, once it answers.
 
-        Its jar (:func:`lakeflow.jars.sql_gateway_jar`, fetched if need be) and any ``jars`` (e.g. a
+        Its jar (:func:`lakeflow.runtime.jars.sql_gateway_jar`, fetched if need be) and any ``jars`` (e.g. a
         catalog's) go on the gateway's classpath only, through its own ``opt/`` and ``lib/`` folders
         under :attr:`sql_gateway_dir`; ``conf`` (e.g. ``table.catalog-store.*``) is added to a copy of
         the cluster's configuration, which also tells it where to submit jobs."""
-        from lakeflow.jars import sql_gateway_jar
+        from lakeflow.runtime.jars import sql_gateway_jar
 
         gateway_jar = sql_gateway_jar()
         home, wheel = self.sql_gateway_dir, flink_home()

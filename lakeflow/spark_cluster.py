@@ -22,9 +22,9 @@ from pathlib import Path
 
 import requests
 
-from lakeflow.compaction.commands import spark_home
 from lakeflow.http import free_ports
-from lakeflow.processes import all_pids, cmdline, kill_first, parent, stop_all
+from lakeflow.runtime.homes import spark_home
+from lakeflow.runtime.processes import all_pids, cmdline, kill_first, parent, stop_all
 from lakeflow.secret import is_secret_key
 from lakeflow.settings.core import LocalState
 from lakeflow.settings.env import load_only

@@ -128,8 +128,8 @@ def make_home(path: Path) -> LakeflowHome:
 
 @pytest.fixture(scope="session")
 def s3a_jars() -> list[Path]:
-    """hadoop-aws of pyspark's Hadoop + AWS SDK v2 (lakeflow.jars: Maven Central, cached in build/jars/);
+    """hadoop-aws of pyspark's Hadoop + AWS SDK v2 (lakeflow.runtime.jars: Maven Central, cached in build/jars/);
     a test needing them fails, never skips, when they cannot be had."""
-    from lakeflow.jars import spark_s3_jars
+    from lakeflow.runtime.jars import spark_s3_jars
 
     return spark_s3_jars()

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Optional
 import pytest
 import requests
 
-from lakeflow import jars
+from lakeflow.runtime import jars
 from lakeflow.flink_cluster import FlinkCluster
 from tests.fixtures_servers import free_port
 

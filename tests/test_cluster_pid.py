@@ -75,7 +75,7 @@ def test_stop_takes_a_flink_run_not_yet_naming_the_conf_dir_but_never_a_shell_th
         tmp_path: Path) -> None:
     """A ``flink run`` interrupted before its script execs the JVM names the cluster only in its
     environment (``FLINK_CONF_DIR``): stop() ends it; a shell holding the same variable is left alone."""
-    from lakeflow.flink_cluster import flink_home
+    from lakeflow.runtime.homes import flink_home
 
     cluster = FlinkCluster(tmp_path / "cluster")
     cluster.write_conf()

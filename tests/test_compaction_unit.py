@@ -397,7 +397,7 @@ def test_spark_tuning_for_many_small_files() -> None:
 @pytest.mark.parametrize("layout", ["v2", "v1"])
 def test_auto_gives_arrow_what_fits_in_half_the_memory_left_under_the_containers_limit(
         layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakeflow import memory
+    from lakeflow.runtime import memory
     from lakeflow.compaction.engine import ARROW_PEAK_PER_RAW_BYTE, arrow_max_bytes, choose
 
     group = tmp_path / ("memory/pod-1" if layout == "v1" else "pod-1")

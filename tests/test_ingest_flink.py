@@ -144,7 +144,7 @@ def test_a_taskmanager_crash_loses_and_duplicates_nothing(cluster_run: Run, flin
     """SIGKILL the TaskManager mid-run: the job restarts from its last checkpoint, ``seq``
     continues from there, ``run_id`` stays — every reading exactly once. (``cluster_run``
     has packaged the job.)"""
-    from lakeflow.flink_cluster import flink_home
+    from lakeflow.runtime.homes import flink_home
 
     home, records = tmp_path_factory.mktemp("ingest-recovery"), 3_000
     env = {**flink_cluster.env(), **packaged_job_env(home, NUM_RECORDS=str(records), BATCH_SIZE="150")}

@@ -32,7 +32,8 @@ from botocore.exceptions import ClientError
 
 from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.credentials import to_s3a
-from lakeflow.flink_cluster import FlinkCluster, flink_home
+from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.runtime.homes import flink_home
 from lakeflow.ingest.storage import cluster_storage
 from lakeflow.lineage import datasets
 from lakeflow.readings import FIELDS

@@ -1,4 +1,4 @@
-"""lakeflow.jars: versions from the installed wheels, Maven fetching with verified checksums, the
+"""lakeflow.runtime.jars: versions from the installed wheels, Maven fetching with verified checksums, the
 offline message, the Flink plugin's installation — and, slow, the fetched jars against moto with
 IAM enforced and assumed-role credentials (Spark's s3a:// and s3://, Flink's FileSink on s3://)."""
 
@@ -21,7 +21,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from lakeflow import jars
+from lakeflow.runtime import jars
 from lakeflow.ingest import IngestError
 from lakeflow.ingest.storage import require_filesystem
 from tests.fixtures_servers import run_moto
@@ -137,7 +137,7 @@ def test_the_flink_plugin_goes_into_its_own_plugin_folder(jars_dir: Path, tmp_pa
 
 def test_an_s3_table_installs_the_plugin_into_the_wheels_flink(jars_dir: Path, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("lakeflow.flink_cluster.flink_home", lambda: tmp_path / "pyflink")
+    monkeypatch.setattr("lakeflow.runtime.homes.flink_home", lambda: tmp_path / "pyflink")
     monkeypatch.setenv("LAKEFLOW_JARS_OFFLINE", "1")
     with pytest.raises(IngestError, match=r"no flink-s3-fs-hadoop plugin .* could not be fetched: .*make s3-jars"):
         require_filesystem("s3://bucket/warehouse/iot/readings")

@@ -1,8 +1,11 @@
-"""lakeflow's module layout (fast, reads source only): no module-level import cycle, and pyspark
-imported only by the Spark engine's modules, so an arrow compaction run never loads it.
+"""lakeflow's module layout (fast, reads source only): no import cycle, counting the imports inside
+functions too; the runtime layer (``lakeflow.runtime``: where Flink and Spark are, jars, processes,
+memory, the class archive) a leaf that imports no other lakeflow module; and pyspark imported only
+by the Spark engine's modules, so an arrow compaction run never loads it.
 
 A module's *module-level* imports are those its body runs on import: not those inside functions,
-nor those under ``if TYPE_CHECKING:``. Importing ``a.b.c`` also runs ``a`` and ``a.b``.
+nor those under ``if TYPE_CHECKING:``. Importing ``a.b.c`` also runs ``a`` and ``a.b``. Its
+*imports* are all of them, inside functions included (a lazy import still ties two modules).
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ def _is_type_checking(test: ast.expr) -> bool:
     return isinstance(test, (ast.Name, ast.Attribute)) and ast.unparse(test).endswith("TYPE_CHECKING")
 
 
-def module_imports(name: str, path: Path) -> set[str]:
-    """The dotted names ``name``'s module-level statements import (for ``from m import x``: ``m`` and ``m.x``)."""
+def module_imports(name: str, path: Path, *, inside_functions: bool = False) -> set[str]:
+    """The dotted names ``name``'s module-level statements import (for ``from m import x``: ``m`` and
+    ``m.x``); with ``inside_functions``, also those of its functions and methods."""
     is_package = path.name == "__init__.py"
     found: set[str] = set()
 
@@ -50,19 +54,24 @@ def module_imports(name: str, path: Path) -> set[str]:
                 visit([*node.body, *(s for h in node.handlers for s in h.body), *node.orelse, *node.finalbody])
             elif isinstance(node, ast.With):
                 visit(node.body)
+            elif inside_functions and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(node.body)
+            elif inside_functions and isinstance(node, (ast.For, ast.While)):
+                visit([*node.body, *node.orelse])
 
     visit(ast.parse(path.read_text(), str(path)).body)
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(*, inside_functions: bool = False) -> dict[str, set[str]]:
     """lakeflow module → the lakeflow modules importing it runs (its own enclosing packages aside,
-    which Python has started importing before it)."""
+    which Python has started importing before it); with ``inside_functions``, those its functions
+    import too."""
     modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         deps: set[str] = set()
-        for imported in module_imports(name, path):
+        for imported in module_imports(name, path, inside_functions=inside_functions):
             parts = imported.split(".")
             for n in range(1, len(parts) + 1):
                 dep = ".".join(parts[:n])
@@ -114,12 +123,21 @@ def test_the_graph_sees_what_python_runs() -> None:
     assert "lakeflow.readings" in graph["lakeflow.ingest.sensors"]
     assert "lakeflow.compaction.files" not in graph["lakeflow.compaction.engine"]  # under TYPE_CHECKING
     assert "lakeflow.compaction.spark.engine" not in graph["lakeflow.compaction.run"]  # inside a function
+    assert "lakeflow.compaction.spark.engine" in import_graph(inside_functions=True)["lakeflow.compaction.run"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_no_module_level_import_cycle() -> None:
-    found = cycles(import_graph())
-    assert not found, "module-level import cycles in lakeflow/: " + "; ".join(" ↔ ".join(c) for c in found)
+def test_no_import_cycle_even_inside_functions() -> None:
+    found = cycles(import_graph(inside_functions=True))
+    assert not found, "import cycles in lakeflow/: " + "; ".join(" ↔ ".join(c) for c in found)
+
+
+def test_the_runtime_layer_imports_no_other_lakeflow_module() -> None:
+    graph = import_graph(inside_functions=True)
+    runtime = {n for n in graph if n.startswith("lakeflow.runtime")}
+    assert runtime >= {"lakeflow.runtime.homes", "lakeflow.runtime.jars", "lakeflow.runtime.processes"}
+    upward = {n: sorted(d) for n in runtime if (d := graph[n] - runtime - {"lakeflow"})}
+    assert not upward, f"lakeflow.runtime modules importing the layers above: {upward}"
 
 
 @pytest.mark.parametrize("leaf", ["lakeflow.readings", "lakeflow.uris", "lakeflow.compaction.engine"])

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, TypeVar
 import pytest
 import requests
 
-from lakeflow import jars
+from lakeflow.runtime import jars
 from lakeflow.flink_cluster import FlinkCluster
 from lakeflow.lineage import native
 from lakeflow.lineage.config import from_mapping

@@ -302,7 +302,8 @@ JOB_METRIC = "flink_taskmanager_job_task_operator_lakeflow_{}"
 def test_prometheus_scrapes_the_flink_job(prometheus: Prometheus, tmp_path: Path) -> None:
     """``lakeflow flink up --metrics-port``: Flink's reporter on the JobManager and the TaskManager;
     the packaged job's own metrics move while readings flow."""
-    from lakeflow.flink_cluster import PROMETHEUS_PORTS, FlinkCluster, flink_home
+    from lakeflow.flink_cluster import PROMETHEUS_PORTS, FlinkCluster
+    from lakeflow.runtime.homes import flink_home
     from tests.fixtures_flink import packaged_job_args
 
     home = make_home(tmp_path)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lakeflow.compaction.spark import cds
+from lakeflow.runtime import class_archive
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def archive() -> Path:
     """The archive ``make test`` built first (``make spark-cds``); built here when missing."""
-    path = cds.archive_path()
+    path = class_archive.archive_path()
     assert path is not None, "no java"
     if not path.exists():
         cds.build()
@@ -31,7 +32,7 @@ def archive() -> Path:
 def archive_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A file where the archive is looked for (what it holds is the JVM's business): no JVM started."""
     monkeypatch.setenv("LAKEFLOW_JARS_DIR", str(tmp_path))
-    path = cds.archive_path()
+    path = class_archive.archive_path()
     assert path is not None, "no java"
     path.parent.mkdir(parents=True)
     path.write_bytes(b"")
@@ -62,15 +63,15 @@ def test_the_driver_jvm_maps_the_archive(archive: Path, tmp_path: Path) -> None:
 
 
 def test_driver_java_options_of_the_caller_win(archive_file: Path) -> None:
-    assert cds.with_class_archive("") == shlex.join(
-        ["--driver-java-options", f"-XX:SharedArchiveFile={archive_file} {cds.QUIET}", "pyspark-shell"])
-    added = shlex.split(cds.with_class_archive("--master 'local[2]' pyspark-shell"))
-    assert added[:2] == ["--driver-java-options", f"-XX:SharedArchiveFile={archive_file} {cds.QUIET}"]
+    assert class_archive.with_class_archive("") == shlex.join(
+        ["--driver-java-options", f"-XX:SharedArchiveFile={archive_file} {class_archive.QUIET}", "pyspark-shell"])
+    added = shlex.split(class_archive.with_class_archive("--master 'local[2]' pyspark-shell"))
+    assert added[:2] == ["--driver-java-options", f"-XX:SharedArchiveFile={archive_file} {class_archive.QUIET}"]
     assert added[2:] == ["--master", "local[2]", "pyspark-shell"]
     for own in ("--driver-java-options -Dx=1 pyspark-shell", "--conf spark.driver.extraJavaOptions=-Dx=1 pyspark-shell"):
-        assert cds.with_class_archive(own) == own
+        assert class_archive.with_class_archive(own) == own
 
 
 def test_no_archive_no_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAKEFLOW_JARS_DIR", str(tmp_path))
-    assert cds.with_class_archive("pyspark-shell") == "pyspark-shell"
+    assert class_archive.with_class_archive("pyspark-shell") == "pyspark-shell"

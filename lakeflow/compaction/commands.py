@@ -11,7 +11,6 @@ settings and credentials from the environment (inherited) and ``.env.local`` ins
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 import os
 import runpy
@@ -22,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lakeflow.compaction.config import CompactEnv, MetricsExport, add_arguments, job_argv, metrics_export, schedule
+from lakeflow.runtime.homes import spark_home
 
 EXIT_ERROR = 2  # as lakeflow.compaction.run's (not imported here: it loads pyiceberg)
 REPO = Path(__file__).resolve().parents[2]
@@ -69,14 +69,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-textfile", metavar="PATH", help=CompactEnv.help("metrics_textfile"))
     p.add_argument("--pushgateway", metavar="URL", help=CompactEnv.help("pushgateway_url"))
     p.set_defaults(handler=_compact)
-
-
-def spark_home() -> Path:
-    """The installed pyspark package: a complete SPARK_HOME (found without importing it: 0.5 s)."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("pyspark is not installed in this environment: make install")
-    return Path(spec.submodule_search_locations[0]).resolve()
 
 
 def spark_options(master: str | None = None, spark_conf: Sequence[str] = (), jars: str = "") -> list[str]:

@@ -86,7 +86,7 @@ def arrow_max_bytes(configured: int | None) -> int:
     what fits in half the memory available now, at :data:`ARROW_PEAK_PER_RAW_BYTE`."""
     if configured is not None:
         return configured
-    from lakeflow.memory import available_bytes
+    from lakeflow.runtime.memory import available_bytes
 
     return int(available_bytes() / 2 / ARROW_PEAK_PER_RAW_BYTE)
 

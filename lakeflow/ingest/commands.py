@@ -123,9 +123,9 @@ def _up(args: argparse.Namespace) -> int:
     from lakeflow.ingest import IngestError
     from lakeflow.ingest.sink import jar_path
     from lakeflow.ingest.storage import cluster_storage
-    from lakeflow.jars import JarsUnavailable
     from lakeflow.lineage.config import HarvestEnv
     from lakeflow.lineage.native import listener_conf
+    from lakeflow.runtime.jars import JarsUnavailable
     from lakeflow.settings import environment, load_settings
     from lakeflow.settings.env import load_only
     from lakeflow.settings.process import ProcessEnvironment

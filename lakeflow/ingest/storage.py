@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from lakeflow.ingest import IngestError
+from lakeflow.runtime.homes import flink_plugins_dir
 from lakeflow.uris import S3_SCHEMES
 
 if TYPE_CHECKING:
@@ -35,31 +36,18 @@ log = logging.getLogger(__name__)
 S3_PLUGIN = "flink-s3-fs-hadoop"
 
 
-def plugins_dir() -> Path:
-    """The plugin folder Flink loads: ``$FLINK_PLUGINS_DIR``, else the wheel's ``pyflink/plugins``.
-
-    PyFlink itself overwrites ``FLINK_PLUGINS_DIR`` with the wheel's folder when it starts its
-    gateway JVM unless ``FLINK_HOME`` is set too: an in-process job (``make run``) loads plugins
-    from ``pyflink/plugins`` whatever this variable says."""
-    if os.environ.get("FLINK_PLUGINS_DIR"):
-        return Path(os.environ["FLINK_PLUGINS_DIR"])
-    from lakeflow.flink_cluster import flink_home
-
-    return flink_home() / "plugins"
-
-
 def require_filesystem(location: str) -> None:
     """Fail before submitting when Flink cannot write ``location``: ``file://`` always works,
     ``s3://``/``s3a://`` need the flink-s3-fs-hadoop plugin — fetched and installed here into the
-    wheel's own Flink when missing (:mod:`lakeflow.jars`); a ``$FLINK_PLUGINS_DIR`` of your own is
+    wheel's own Flink when missing (:mod:`lakeflow.runtime.jars`); a ``$FLINK_PLUGINS_DIR`` of your own is
     never written to implicitly (``make flink-plugins`` installs there). Anything else is refused."""
     scheme = urlparse(location).scheme
     if scheme == "file":
         return
     if scheme in S3_SCHEMES:
-        from lakeflow import jars
+        from lakeflow.runtime import jars
 
-        folder = plugins_dir()
+        folder = flink_plugins_dir()
         if jars.flink_plugin_installed(folder):
             return
         if os.environ.get("FLINK_PLUGINS_DIR"):

@@ -25,7 +25,7 @@ def cluster_conf_dir(home: Path) -> Path:
 def flink_run_command(python: str | None = None) -> list[str]:
     """``flink run`` of ``jobs/sensor_ingest.py`` with the zipped package; ``python`` (default this
     interpreter) is both the client's and the TaskManagers' Python."""
-    from lakeflow.flink_cluster import flink_home
+    from lakeflow.runtime.homes import flink_home
 
     py = python or sys.executable
     return [

@@ -28,7 +28,8 @@ from typing import Callable, Iterable, Optional
 
 import requests
 
-from lakeflow.flink_cluster import FlinkCluster, flink_home
+from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.runtime.homes import flink_home
 from tests.chaos.common import LAKEFLOW, REPO, Result, local_env, moto_server, progress, tail, timed
 from tests.fixtures_lakekeeper import env_for, start_lakekeeper
 from tests.fixtures_servers import free_port

@@ -1,14 +1,10 @@
-"""A class-data-sharing archive for the Spark driver's JVM: a local Spark session starts faster.
+"""Builds the Spark driver JVM's class-data-sharing archive (:mod:`lakeflow.runtime.class_archive`
+says where it lives and how a driver maps it): a local Spark session starts faster.
 
-Java 17 can map the classes an earlier JVM loaded from an archive instead of loading and verifying
-them again (AppCDS, dynamic archive). ``python -m lakeflow.compaction.spark.cds`` (``make
-spark-cds``, run by ``make test``) builds one per pyspark version and Java installation, under
-``build/jars/cds/`` (``$LAKEFLOW_JARS_DIR``). It runs a small compaction through the Spark engine —
-the classes a real run loads — with ``-XX:ArchiveClassesAtExit``, waits for that JVM to exit, and
-renames the archive into place. A driver JVM PySpark starts afterwards gets
-``-XX:SharedArchiveFile`` (:func:`with_class_archive`) unless its arguments set driver Java options
-of their own. A missing, stale or damaged archive costs only the speed-up: the JVM ignores it,
-with its CDS log off. A driver spark-submit starts (``--print-command``) is not given it.
+``python -m lakeflow.compaction.spark.cds`` (``make spark-cds``, run by ``make test``) runs a small
+compaction through the Spark engine — the classes a real run loads — with
+``-XX:ArchiveClassesAtExit``, waits for that JVM to exit, and renames the archive into place. A
+driver spark-submit starts (``--print-command``) is not given it.
 
 Measured (local[2], 2 cores): an empty session 5.9 s → 3.5 s and its first job 2.9 s → 1.5 s; the
 session of ``lakeflow compact --engine spark`` 6.4 s → 3.4–3.9 s.
@@ -16,50 +12,14 @@ session of ``lakeflow compact --engine spark`` 6.4 s → 3.4–3.9 s.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # CDS's own warnings (signed jars skipped, a mismatch)
-
-
-def java() -> Path | None:
-    """The ``java`` PySpark's launcher runs (``$JAVA_HOME/bin/java``, else the one on PATH)."""
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    return Path(found).resolve() if found and Path(found).exists() else None
-
-
-def archive_path() -> Path | None:
-    """Where the archive for this pyspark and this Java lives (None without a ``java``)."""
-    import pyspark
-
-    from lakeflow.jars import jars_dir
-
-    binary = java()
-    if binary is None:
-        return None
-    release = binary.parent.parent / "release"
-    ident = str(binary) + (release.read_text(errors="replace") if release.exists() else "")
-    digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
-    return jars_dir() / "cds" / f"spark-{pyspark.__version__}-java-{digest}.jsa"
-
-
-def with_class_archive(submit_args: str) -> str:
-    """``PYSPARK_SUBMIT_ARGS`` whose driver JVM maps the archive, when there is one and the arguments
-    set no driver Java options of their own."""
-    archive = archive_path()
-    if archive is None or not archive.exists():
-        return submit_args
-    if "--driver-java-options" in submit_args or "spark.driver.extraJavaOptions" in submit_args:
-        return submit_args
-    args = shlex.split(submit_args) or ["pyspark-shell"]
-    return shlex.join(["--driver-java-options", f"-XX:SharedArchiveFile={archive} {QUIET}", *args])
+from lakeflow.runtime.class_archive import QUIET, archive_path
 
 
 def build(timeout_s: float = 300.0) -> Path:

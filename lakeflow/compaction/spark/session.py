@@ -16,9 +16,9 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
-from lakeflow.compaction.spark.cds import with_class_archive
 from lakeflow.credentials import S3ASettings
-from lakeflow.memory import total_bytes
+from lakeflow.runtime.class_archive import with_class_archive
+from lakeflow.runtime.memory import total_bytes
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def spark_session(app_name: str, raw_s3a: S3ASettings | None, *, s3: bool = Fals
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not yet launched: PySpark starts the JVM here
         os.environ["PYSPARK_SUBMIT_ARGS"] = with_driver_memory(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     if (raw_s3a is not None or s3) and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        from lakeflow.jars import with_s3a_jars  # hadoop-aws + AWS SDK v2, fetched into build/jars/ if need be
+        from lakeflow.runtime.jars import with_s3a_jars  # hadoop-aws + AWS SDK v2, fetched into build/jars/ if need be
 
         os.environ["PYSPARK_SUBMIT_ARGS"] = with_s3a_jars(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # the driver JVM maps the class archive if built (make spark-cds)

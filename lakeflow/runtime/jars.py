@@ -5,7 +5,7 @@ Three sets, each cached in its own folder under ``build/jars/`` (``$LAKEFLOW_JAR
 
 - **flink** — ``org.apache.flink:flink-s3-fs-hadoop`` of the apache-flink wheel's version
   (``build/jars/flink-<version>/``), installed as the plugin folder ``plugins/s3-fs-hadoop/`` of
-  the wheel's Flink distribution (``pyflink/``; :func:`lakeflow.ingest.storage.plugins_dir`), the
+  the wheel's Flink distribution (``pyflink/``; :func:`lakeflow.runtime.homes.flink_plugins_dir`), the
   one ``make run``, ``make cluster-up`` and ``flink run`` use.
 - **spark** — ``org.apache.hadoop:hadoop-aws`` of exactly the Hadoop version in pyspark's
   ``jars/`` (read from ``hadoop-client-api-<version>.jar``), with the AWS SDK v2 modules S3A uses
@@ -29,7 +29,7 @@ mismatch or a missing checksum); it honours ``~/.m2/settings.xml`` (mirrors, pro
 ``$MAVEN_REPO`` replaces every remote repository by one URL. Maven's own repository is
 ``build/jars/m2``. A folder is complete once it holds its key jar (it is filled in a temporary
 folder and renamed): pre-seeding an offline machine means copying ``build/jars/<set>/`` there.
-``LAKEFLOW_JARS_OFFLINE=1`` never starts Maven. Command line: ``python -m lakeflow.jars [flink]
+``LAKEFLOW_JARS_OFFLINE=1`` never starts Maven. Command line: ``python -m lakeflow.runtime.jars [flink]
 [spark] [sql-gateway] [kafka-connector] [jdbc-connector]`` (``make s3-jars``, ``make flink-plugins``,
 ``make s3a-jars``, ``make sql-gateway-jar``, ``make connector-jars``).
 """
@@ -37,7 +37,6 @@ folder and renamed): pre-seeding an offline machine means copying ``build/jars/<
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 import os
 import re
@@ -53,9 +52,11 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from lakeflow.runtime.homes import flink_distribution, flink_plugins_dir, spark_home
+
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 POMS = REPO / "build-support" / "jars"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 FLINK_S3_PLUGIN = "flink-s3-fs-hadoop"
@@ -94,11 +95,11 @@ def flink_version() -> str:
 
 
 def pyspark_jars_dir() -> Path:
-    """pyspark's ``jars/`` folder (found without importing pyspark)."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        raise JarsUnavailable("pyspark is not installed in this environment: make install")
-    return Path(spec.submodule_search_locations[0]).resolve() / "jars"
+    """pyspark's ``jars/`` folder."""
+    try:
+        return spark_home() / "jars"
+    except FileNotFoundError as exc:
+        raise JarsUnavailable(str(exc)) from None
 
 
 _HADOOP_CLIENT = re.compile(r"^hadoop-client-api-(\d+\.\d+\.\d+[\w.-]*)\.jar$")
@@ -328,25 +329,10 @@ def _missing(jar_set: JarSet, reason: str) -> str:
 # --- what the jobs call ---------------------------------------------------------------------------
 
 
-def plugins_dir() -> Path:
-    from lakeflow.ingest.storage import plugins_dir as flink_plugins_dir
-
-    return flink_plugins_dir()
-
-
 def flink_plugin_installed(plugins: Path | None = None) -> Path | None:
     """The installed flink-s3-fs-hadoop jar in ``plugins`` (default: Flink's plugins folder), if any."""
-    found = sorted((plugins or plugins_dir()).glob(f"*/{FLINK_S3_PLUGIN}-*.jar"))
+    found = sorted((plugins or flink_plugins_dir()).glob(f"*/{FLINK_S3_PLUGIN}-*.jar"))
     return found[0] if found else None
-
-
-def _flink_distribution() -> Path | None:
-    """``$FLINK_HOME`` when it names a Flink distribution other than the wheel's own (PyFlink sets
-    ``FLINK_HOME`` to the wheel's, which has no ``opt/`` plugins)."""
-    home = os.environ.get("FLINK_HOME")
-    spec = importlib.util.find_spec("pyflink")
-    wheel = Path(spec.submodule_search_locations[0]).resolve() if spec and spec.submodule_search_locations else None
-    return Path(home) if home and Path(home).resolve() != wheel else None
 
 
 def install_flink_plugin(plugins: Path | None = None, source: Path | None = None) -> Path:
@@ -354,10 +340,10 @@ def install_flink_plugin(plugins: Path | None = None, source: Path | None = None
     else from ``$FLINK_HOME/opt`` (a Flink distribution of the wheel's version), else fetched from
     Maven; return its path."""
     jar_set = flink_set()
-    target = (plugins or plugins_dir()) / PLUGIN_FOLDER / jar_set.key_jar
+    target = (plugins or flink_plugins_dir()) / PLUGIN_FOLDER / jar_set.key_jar
     if target.is_file():
         return target
-    if source is None and (distribution := _flink_distribution()):
+    if source is None and (distribution := flink_distribution()):
         source = distribution / "opt" / jar_set.key_jar
         if not source.is_file():
             raise JarsUnavailable(
@@ -424,7 +410,7 @@ def with_s3a_jars(submit_args: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lakeflow.jars", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lakeflow.runtime.jars", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "sets",
         nargs="*",
