@@ -281,3 +281,42 @@ def test_the_harvest_resolves_the_declared_topic_and_both_sinks(tmp_path: Path) 
         (SINK, from_location(dead_letter_location(location)), DECLARED),
     }
     assert not [r for r in resolved if r.unresolved]
+
+
+@pytest.mark.slow
+def test_readings_from_kafka_to_s3_with_iam(kafka_broker: KafkaBroker, make_lakekeeper, moto_strict,
+                                           tmp_path: Path) -> None:
+    """The same on S3: moto with IAM enforced, credentials vended by the Lakekeeper stand-in and
+    scoped to the table's prefix — the dead letters, inside it, are written with them too."""
+    from tests.test_ingest_s3 import assert_no_secret, job_env, table_location
+
+    lakekeeper = make_lakekeeper(s3=moto_strict)
+    topic, run_id = f"s3-readings-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    kafka_broker.create_topic(topic, partitions=2)
+    good = [reading(run_id, seq) for seq in range(150)]
+    kafka_broker.produce(topic, [json.dumps(r) for r in good] + ["not json", json.dumps({"seq": 1})])
+    env = job_env(lakekeeper, tmp_path, SOURCE="kafka", KAFKA_BOOTSTRAP_SERVERS=kafka_broker.bootstrap,
+                  KAFKA_TOPIC=topic, KAFKA_STOP_AT="latest")
+    started = time.time()
+    proc = subprocess.run([sys.executable, str(JOB), "--parallelism", "2"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+
+    location = table_location(lakekeeper)
+    s3 = lakekeeper.warehouse.s3.client("s3")
+    bucket, _, prefix = location.removeprefix("s3://").partition("/")
+    objects: dict[str, list] = {}
+    for obj in s3.list_objects_v2(Bucket=bucket, Prefix=prefix + "/").get("Contents", []):
+        rel = obj["Key"].removeprefix(prefix + "/")
+        assert_sink_path(rel.removeprefix(f"{DEAD_LETTERS}/"), started)
+        objects[rel] = json.loads(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())
+    rows = [r for rel, content in objects.items() if not rel.startswith(DEAD_LETTERS) for r in content]
+    letters = [r for rel, content in objects.items() if rel.startswith(f"{DEAD_LETTERS}/") for r in content]
+    assert sorted(rows, key=lambda r: r["seq"]) == good
+    reasons = {letter["payload"]: letter["reason"] for letter in letters}
+    assert len(letters) == 2 and reasons["not json"].startswith("not JSON")
+    assert reasons[json.dumps({"seq": 1})] == "missing field sensor_id"
+    assert {letter["topic"] for letter in letters} == {topic}
+    assert re.search(r"Wrote \d+ files, 150 readings", proc.stdout), proc.stdout
+    assert f"Dead letters: 2 messages that are no readings → {location}/{DEAD_LETTERS}" in proc.stdout
+    assert_no_secret(lakekeeper, {"stdout": proc.stdout, "stderr": proc.stderr})
