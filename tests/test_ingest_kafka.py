@@ -320,3 +320,45 @@ def test_readings_from_kafka_to_s3_with_iam(kafka_broker: KafkaBroker, make_lake
     assert re.search(r"Wrote \d+ files, 150 readings", proc.stdout), proc.stdout
     assert f"Dead letters: 2 messages that are no readings → {location}/{DEAD_LETTERS}" in proc.stdout
     assert_no_secret(lakekeeper, {"stdout": proc.stdout, "stderr": proc.stderr})
+
+
+@pytest.mark.slow
+def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(kafka_broker: KafkaBroker, flink_cluster,
+                                                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``flink run`` of the packaged job (SOURCE=kafka) on a standalone cluster, the real
+    compaction, then ``lakeflow harvest``: kafka://host:port/topic → ingestion job → raw table →
+    compaction → Iceberg table, the topic declared by the job."""
+    from lakeflow.cli import main
+    from lakeflow.lineage.datasets import DatasetId, from_location
+
+    home = tmp_path_factory.mktemp("kafka-harvest")
+    topic, run_id = f"harvest-readings-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    kafka_broker.create_topic(topic)
+    kafka_broker.produce(topic, [json.dumps(reading(run_id, seq)) for seq in range(40)] + ["{"])
+    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    ingest = KafkaIngest(kafka_broker, home, topic, run_id)
+    env = {**ingest.env(), "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar")}
+    py = sys.executable
+    proc = flink_cluster.flink(["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "build" / "lakeflow.zip"),
+                                "-py", str(JOB)], env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert sorted(r["seq"] for r in ingest.committed(ingest.table_dir, 0)) == list(range(40))
+    compact = subprocess.run([sys.executable, "-m", "lakeflow.cli", "compact"], cwd=home, capture_output=True,
+                             text=True, env=env, timeout=600)
+    assert compact.returncode == 0, compact.stdout[-2000:] + compact.stderr[-2000:]
+
+    out = home / "harvest.json"
+    assert main(["harvest", "--rest-url", flink_cluster.rest_url, "--output", str(out), "--job-name-allow",
+                 "^lakeflow-ingest ", "--lineage-dir", str(home / "lineage")]) == 0
+    doc = json.loads(out.read_text())
+    raw = str(from_location(ingest.table_dir.as_uri()))
+    dead = str(from_location(dead_letter_location(ingest.table_dir.as_uri())))
+    kafka_topic = str(DatasetId(f"kafka://{kafka_broker.bootstrap}", topic))
+    (job,) = [j for j in doc["jobs"] if j["engine"] == "flink" and raw in j["outputs"]]
+    assert (job["state"], job["inputs"], sorted(job["outputs"])) == ("FINISHED", [kafka_topic], sorted([raw, dead]))
+    assert job["evidence"][kafka_topic] == "declared" and not job["unresolved"]
+    (spark,) = [j for j in doc["jobs"] if j["engine"] == "spark"]
+    (iceberg,) = spark["outputs"]
+    edges = {tuple(e) for e in doc["edges"]}
+    assert {(f"dataset:{kafka_topic}", f"flink:{job['name']}"), (f"flink:{job['name']}", f"dataset:{raw}"),
+            (f"dataset:{raw}", f"spark:{spark['name']}"), (f"spark:{spark['name']}", f"dataset:{iceberg}")} <= edges
