@@ -96,8 +96,9 @@ connector-jars: install  ## Flink's Kafka and JDBC (PostgreSQL) connectors into 
 flink-plugins: install  ## flink-s3-fs-hadoop of the wheel's Flink version into its plugins/s3-fs-hadoop/ (cached in build/jars/)
 	$(PY) -m lakeflow.runtime.jars flink
 
-bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem/json sink; time to the first file of make run
+bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem/json sink; time to the first file of make run; then from a Kafka topic vs Flink's kafka → filesystem/json SQL job
 	$(PY) bench/bench_ingest.py $(ARGS)
+	$(PY) bench/bench_ingest_kafka.py $(KAFKA_BENCH_ARGS)
 
 # --- compaction (docs/compaction.md) --------------------------------------------------------
 .PHONY: s3a-jars spark-up spark-down spark-cds

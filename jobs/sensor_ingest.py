@@ -1,4 +1,4 @@
-"""Stream synthetic IoT sensor readings into a generic table: one JSON array per checkpoint.
+"""Stream IoT sensor readings (synthetic, or from Kafka) into a generic table: one JSON array per checkpoint.
 
 Runs as ``python jobs/sensor_ingest.py`` (local MiniCluster; ``make run``) and as
 ``flink run -py jobs/sensor_ingest.py`` against a cluster (``make package`` prints the command).
@@ -43,7 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             require_filesystem(job.location)
 
             from lakeflow.ingest import pipeline
-            from lakeflow.ingest.progress import PartFiles
+            from lakeflow.ingest.kafka import dead_letter_location
+            from lakeflow.ingest.progress import PartFiles, committed_since
 
             in_process = not pipeline.submitted_by_flink_cli()
             if in_process and s3a.expires_at and not job.bounded:
@@ -62,7 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fresh = catalog.load(settings.namespace, settings.table, vended=True)
                 return fresh.s3a(settings.s3_endpoint)
 
+            dead_letters = PartFiles(dead_letter_location(job.location), s3a, refresh=revend) if job.kafka else None
+            before = dead_letters.scan().committed if dead_letters else {}
             summary = pipeline.execute(env, job, PartFiles(job.location, s3a, refresh=revend))
+            if dead_letters:
+                rejected = committed_since(dead_letters.scan(), before, dead_letters.location)
+                print(f"Dead letters: {rejected.records} messages that are no readings → {rejected.location}")
     except (SettingsError, CatalogError, IngestError) as exc:
         print(f"sensor_ingest: {exc}", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lakeflow.catalog.base import TableHandle, TableIdent
+from lakeflow.ingest.kafka import KafkaInput
 from lakeflow.lineage import datasets
 from lakeflow.settings import Settings
 
@@ -23,7 +24,8 @@ RESTART_RESET = "10 min"
 
 @dataclass(frozen=True)
 class IngestJob:
-    """What one run writes where: the table, its location, the sensors and the pacing."""
+    """What one run writes where: the table, its location, and its source — the synthetic sensors
+    and their pacing, or a Kafka topic (``kafka``)."""
 
     table: TableIdent
     location: str
@@ -37,12 +39,14 @@ class IngestJob:
     home: Path
     parallelism: int | None = None  # None: Flink's default (cores locally, -p on flink run)
     throttled: bool = True  # False: as fast as possible (the benchmark)
+    kafka: KafkaInput | None = None  # SOURCE=kafka: read readings from this topic instead of the sensors
 
     @classmethod
     def plan(
         cls, settings: Settings, handle: TableHandle, *, parallelism: int | None = None, throttled: bool = True
     ) -> IngestJob:
-        """The job for ``handle``'s table with the settings' sensors and pacing; a new run id."""
+        """The job for ``handle``'s table with the settings' source (sensors and pacing, or a Kafka
+        topic); a new run id."""
         catalog_uri = settings.lakekeeper if settings.catalog == "lakekeeper" else settings.home.as_uri()
         return cls(
             table=handle.ident,
@@ -57,16 +61,18 @@ class IngestJob:
             home=settings.home,
             parallelism=parallelism,
             throttled=throttled,
+            kafka=KafkaInput.from_settings(settings),
         )
 
     @property
     def bounded(self) -> bool:
-        return self.num_records > 0
+        """Ends by itself: NUM_RECORDS readings, or the topic up to its offsets at start (KAFKA_STOP_AT)."""
+        return self.kafka.stop_at_latest if self.kafka else self.num_records > 0
 
     @property
     def count(self) -> int:
-        """Readings the source emits (``FOREVER`` when unbounded)."""
-        return self.num_records if self.bounded else FOREVER
+        """Readings the synthetic source emits (``FOREVER`` for NUM_RECORDS=-1)."""
+        return self.num_records if self.num_records > 0 else FOREVER
 
     @property
     def rows_per_second(self) -> float:
@@ -87,7 +93,13 @@ class IngestJob:
         return self.home / "checkpoints"
 
     def job_parameters(self) -> dict[str, str]:
-        """Global job parameters declaring the table (GET /jobs/{id}/config → user-config)."""
+        """Global job parameters declaring the table, and the topic of a Kafka-fed run (GET
+        /jobs/{id}/config → user-config)."""
+        source = (
+            {datasets.PARAM_SOURCE_NAMESPACE: self.kafka.namespace, datasets.PARAM_SOURCE_NAME: self.kafka.topic}
+            if self.kafka
+            else {}
+        )
         return {
             datasets.PARAM_CATALOG: self.catalog,
             datasets.PARAM_CATALOG_URI: self.catalog_uri,
@@ -97,6 +109,7 @@ class IngestJob:
             datasets.PARAM_LOCATION: self.location,
             datasets.PARAM_FORMAT: "dataset",
             datasets.PARAM_RUN_ID: self.run_id,
+            **source,
         }
 
     def flink_configuration(self, *, local: bool) -> dict[str, str]:

@@ -1,4 +1,6 @@
-"""The ingestion pipeline on Flink: ``SensorTicks`` source → SQL (reading → JSON) → ``FileSink``.
+"""The ingestion pipeline on Flink: ``SensorTicks`` source → SQL (reading → JSON) → ``FileSink``,
+or, with SOURCE=kafka, Flink's Kafka source → ``KafkaReadings`` (valid readings → ``FileSink``,
+the rest → the dead-letter ``FileSink``).
 
 Python only declares it; no record passes through Python. The job graph carries the table's
 identity (global job parameters and the sink's name) for the lineage harvester.
@@ -13,15 +15,18 @@ import time
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyflink.common import Configuration, WatermarkStrategy
 from pyflink.common.typeinfo import Types
-from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors import Source
 from pyflink.java_gateway import get_gateway
-from pyflink.table import StreamTableEnvironment
+from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
+from pyflink.util.java_utils import to_jarray
 
-from lakeflow.ingest import IngestError, sensors
+from lakeflow import jars
+from lakeflow.ingest import IngestError, kafka, sensors
 from lakeflow.ingest.job import IngestJob
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, Summary
-from lakeflow.ingest.sink import add_jvm_helpers, json_array_sink, table_lineage
+from lakeflow.ingest.sink import add_jvm_helpers, dead_letter_sink, json_array_sink, table_lineage
+from lakeflow.lineage import datasets
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +45,23 @@ def create_environment(job: IngestJob) -> StreamExecutionEnvironment:
         conf.set_string(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     add_jvm_helpers(env)
+    if job.kafka:
+        try:
+            connector = jars.fetch(jars.kafka_connector_set())
+        except jars.JarsUnavailable as exc:
+            raise IngestError(f"SOURCE=kafka needs Flink's Kafka connector: {exc}") from None
+        env.add_jars(*(jar.as_uri() for jar in connector))
     env.get_config().set_global_job_parameters(job.job_parameters())
     return env
 
 
 def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
-    """Add the job's operators to ``env``: ticks → readings → JSON → part files."""
+    """Add the job's operators to ``env``: ticks → readings → JSON → part files, or Kafka
+    messages → validated readings → part files (+ dead letters)."""
     t_env = StreamTableEnvironment.create(env)
+    if job.kafka:
+        _build_kafka(t_env, job, job.kafka)
+        return
     jvm = get_gateway().jvm
     ticks = env.from_source(
         Source(jvm.lakeflow.flink.SensorTicks.source(job.count, job.rows_per_second)),
@@ -65,16 +80,62 @@ def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
     )
 
 
+def _build_kafka(t_env: StreamTableEnvironment, job: IngestJob, source: kafka.KafkaInput) -> None:
+    """Kafka table (Flink's KafkaSource, ``raw`` payload + topic, partition, offset) → ``KafkaReadings``."""
+    schema = (
+        Schema.new_builder()
+        .column_by_metadata("topic", DataTypes.STRING(), "topic", True)
+        .column_by_metadata("partition", DataTypes.INT(), "partition", True)
+        .column_by_metadata("offset", DataTypes.BIGINT(), "offset", True)
+        .column("payload", DataTypes.BYTES())
+        .build()
+    )
+    descriptor = TableDescriptor.for_connector("kafka").schema(schema)
+    for key, value in source.connector_options().items():
+        if key != "connector":
+            descriptor = descriptor.option(key, value)
+    t_env.create_temporary_table("kafka_messages", descriptor.build())
+    messages = t_env.to_data_stream(t_env.from_path("kafka_messages"))
+    names, kinds, fields = kafka.reading_schema()
+    gateway = get_gateway()
+    string, validator = gateway.jvm.String, gateway.jvm.lakeflow.flink.KafkaReadings
+    validated = validator.validate(
+        messages._j_data_stream,
+        to_jarray(string, names),
+        to_jarray(string, kinds),
+        source.max_message_bytes,
+    )
+    DataStream(validated).sink_to(json_array_sink(job.location, table_lineage(job.job_parameters(), fields))).name(
+        job.sink_name
+    ).uid("lakeflow-sink")
+    dead_letters = kafka.dead_letter_location(job.location)
+    DataStream(validator.deadLetters(validated)).sink_to(dead_letter_sink(dead_letters)).name(
+        f"{datasets.SINK_NAME_PREFIX}[{dead_letters}]"  # declared: the harvest shows it as an output
+    ).uid("lakeflow-dead-letters")
+
+
 def execute(env: StreamExecutionEnvironment, job: IngestJob, files: PartFiles) -> Summary:
     """Run the job until it ends (a bounded run ends by itself after its final checkpoint),
     logging each commit to ``files`` while it runs; what it committed. Ctrl+C cancels the job
     (logging what was committed) and raises KeyboardInterrupt; a failed job raises IngestError."""
     watcher = ProgressWatcher(files, poll_s=min(max(job.batch_interval_ms / 4000, 0.2), 2.0))
-    pace = f"{job.batch_size} readings every {job.batch_interval_ms} ms" if job.throttled else "unthrottled"
-    total = f"{job.num_records} readings" if job.bounded else "until stopped (Ctrl+C)"
-    log.info(
-        "streaming %s from %d sensors (%s, run_id %s) → %s", total, job.num_sensors, pace, job.run_id, job.location
-    )
+    if job.kafka:
+        until = "the offsets present now" if job.bounded else "stopped (Ctrl+C)"
+        log.info(
+            "streaming readings from Kafka topic %s (%s, group %s) until %s → %s; dead letters → %s",
+            job.kafka.topic,
+            job.kafka.bootstrap_servers,
+            job.kafka.group_id,
+            until,
+            job.location,
+            kafka.dead_letter_location(job.location),
+        )
+    else:
+        pace = f"{job.batch_size} readings every {job.batch_interval_ms} ms" if job.throttled else "unthrottled"
+        total = f"{job.num_records} readings" if job.bounded else "until stopped (Ctrl+C)"
+        log.info(
+            "streaming %s from %d sensors (%s, run_id %s) → %s", total, job.num_sensors, pace, job.run_id, job.location
+        )
     started = time.monotonic()
     client = env.execute_async(job.name)
     job_id = client.get_job_id()

@@ -43,14 +43,9 @@ def add_jvm_helpers(env: StreamExecutionEnvironment) -> None:
     env.add_jars(jar_path().as_uri())
 
 
-def json_array_sink(location: str, table: JavaObject) -> Sink:
-    """Part files ``<location>/<bucket>/part-<uuid of the subtask's writer>-<n>.json``, the bucket the UTC
-    hour the subtask wrote the readings in (:data:`lakeflow.readings.BUCKET_FORMAT`), one JSON
-    array each, rolled and committed on every checkpoint, exactly once. A checkpoint in which a
-    subtask received no reading leaves no file for it. ``table`` (a :func:`table_lineage`: the
-    location itself, not a bucket) is what the sink declares to Flink's native lineage."""
+def _part_files(location: str) -> FileSink:
     jvm = get_gateway().jvm
-    sink = (
+    return (
         FileSink.for_bulk_format(location, BulkWriterFactory(jvm.lakeflow.flink.JsonArrayWriterFactory()))
         .with_bucket_assigner(BucketAssigner.date_time_bucket_assigner(BUCKET_JAVA_FORMAT, BUCKET_ZONE))
         .with_output_file_config(
@@ -58,7 +53,22 @@ def json_array_sink(location: str, table: JavaObject) -> Sink:
         )
         .build()
     )
-    return Sink(jvm.lakeflow.flink.LineageFileSink(sink.get_java_function(), table))
+
+
+def json_array_sink(location: str, table: JavaObject) -> Sink:
+    """Part files ``<location>/<bucket>/part-<uuid of the subtask's writer>-<n>.json``, the bucket the UTC
+    hour the subtask wrote the readings in (:data:`lakeflow.readings.BUCKET_FORMAT`), one JSON
+    array each, rolled and committed on every checkpoint, exactly once. A checkpoint in which a
+    subtask received no reading leaves no file for it. ``table`` (a :func:`table_lineage`: the
+    location itself, not a bucket) is what the sink declares to Flink's native lineage."""
+    sink = _part_files(location)
+    return Sink(get_gateway().jvm.lakeflow.flink.LineageFileSink(sink.get_java_function(), table))
+
+
+def dead_letter_sink(location: str) -> FileSink:
+    """The dead letters' part files at ``location``: laid out, committed and exactly once as
+    :func:`json_array_sink`'s, one dead-letter JSON object per line."""
+    return _part_files(location)
 
 
 def table_lineage(job_parameters: dict[str, str], fields: Sequence[tuple[str, str]]) -> JavaObject:

@@ -1,7 +1,8 @@
 """Turning plan references into datasets, by fidelity.
 
 1. What the job declares: lakeflow's global job parameters (``PARAM_*``: table location and its
-   Lakekeeper identity) and its sink name ``LakeflowSink[<location>]``.
+   Lakekeeper identity; its one input, e.g. a Kafka topic, which then stands for every source
+   operator of the plan) and its sink names ``LakeflowSink[<location>]``.
 2. SQL plan nodes naming a catalog table (scans, lookup joins, sinks, the Kafka SQL source's
    ``KafkaSource-<catalog>.<db>.<table>``), resolved through ``catalog_platform_map`` (the user's
    word wins), then the SQL Gateway: ``DESCRIBE CATALOG`` (jdbc / iceberg / paimon catalogs), then
@@ -31,7 +32,7 @@ from lakeflow.lineage import datasets as ds
 from lakeflow.lineage.config import HarvestConfig
 from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.flink_rest import FlinkRestError
-from lakeflow.lineage.plan import SINK, Reference, TableRef
+from lakeflow.lineage.plan import SINK, SOURCE, Reference, TableRef
 from lakeflow.lineage.sql_gateway import SqlGatewayClient
 from lakeflow.secret import redact_url
 from lakeflow.uris import FILE, S3_SPELLINGS
@@ -82,6 +83,14 @@ class Resolver:
             ref = sink or Reference(SINK, "declared", "", "global job parameters", value=user_config[ds.PARAM_LOCATION])
             out.append(self._with_instance(Resolution(ref, dataset, aliases, evidence=DECLARED)))
             refs = [r for r in refs if r is not sink]
+        source = declared_input(user_config)
+        if source is not None:
+            sources = [r for r in refs if r.role == SOURCE]
+            ref = (
+                sources[0] if sources else Reference(SOURCE, "declared", "", "global job parameters", value=str(source))
+            )
+            out.append(self._with_instance(Resolution(ref, source, evidence=DECLARED)))
+            refs = [r for r in refs if r.role != SOURCE]
         for ref in refs:
             out.extend(self._with_instance(r) for r in self._one(ref))
         return sorted(out)
@@ -286,6 +295,12 @@ def declared_output(user_config: Mapping[str, str]) -> tuple[DatasetId, tuple[Da
     if all(parts):
         aliases = (ds.catalog_alias(*parts),)  # type: ignore[arg-type]
     return ds.from_location(location), aliases
+
+
+def declared_input(user_config: Mapping[str, str]) -> DatasetId | None:
+    """The one input a lakeflow job declares (``PARAM_SOURCE_*``, e.g. its Kafka topic); None when it declares none."""
+    namespace, name = user_config.get(ds.PARAM_SOURCE_NAMESPACE), user_config.get(ds.PARAM_SOURCE_NAME)
+    return DatasetId(namespace, name) if namespace and name else None
 
 
 def _same(location: str | None, dataset: DatasetId) -> bool:

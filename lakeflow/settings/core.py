@@ -34,6 +34,7 @@ from lakeflow.settings.env import (
 from lakeflow.settings.env import (
     env_file as default_env_file,
 )
+from lakeflow.settings.kafka import KafkaSource, kafka_problems
 
 DEFAULT_LAKEKEEPER = "http://localhost:8181"
 TOKEN_URL_EXAMPLE = "https://keycloak.example/realms/iceberg/protocol/openid-connect/token"
@@ -150,10 +151,10 @@ class Http(EnvModel):
     )
 
 
-SECTIONS: tuple[type[EnvModel], ...] = (Catalog, Auth, Storage, Table, Ingestion, LocalState, Http)
+SECTIONS: tuple[type[EnvModel], ...] = (Catalog, Auth, Storage, Table, Ingestion, KafkaSource, LocalState, Http)
 
 
-class Settings(Http, LocalState, Ingestion, Table, Storage, Auth, Catalog):
+class Settings(Http, LocalState, KafkaSource, Ingestion, Table, Storage, Auth, Catalog):
     """Everything lakeflow reads from its environment. Build with :func:`load_settings`."""
 
     catalog: Literal["lakekeeper", "local"] = "local"  # derived: see load_settings
@@ -191,7 +192,7 @@ def load_settings(
         Settings,
         {**values, "catalog": catalog},
         "settings",
-        lakekeeper_problems(values) if catalog == "lakekeeper" else (),
+        [*(lakekeeper_problems(values) if catalog == "lakekeeper" else ()), *kafka_problems(values)],
     )
 
 

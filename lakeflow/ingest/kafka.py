@@ -1,0 +1,115 @@
+"""The Kafka source of the ingestion job: readings as JSON messages on a topic.
+
+Flink's own Kafka connector (``flink-sql-connector-kafka``, the ``kafka-connector`` jar set of
+:mod:`lakeflow.jars`) reads the topic as a table of ``(topic, partition, offset, payload)`` — its
+``KafkaSource`` commits the group's offsets on every checkpoint — and ``KafkaReadings`` (java/)
+validates each message on the JVM: readings go on to the table's part files, every other message
+to the dead letters (:data:`DEAD_LETTERS`) with its reason, topic, partition, offset and payload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lakeflow.readings import FIELDS
+from lakeflow.secret import Secret
+from lakeflow.settings.kafka import KafkaSource
+
+DEAD_LETTERS = "_dead_letters"  # the dead-letter folder under the table location (compaction skips "_" folders)
+SQL_TYPES = {str: "STRING", int: "BIGINT", float: "DOUBLE"}  # a reading field's type, as the job declares it
+JSON_KINDS = {str: "string", int: "integer", float: "number"}  # … and as KafkaReadings checks it
+# The connector jar shades the Kafka client: its login modules live under this package.
+SHADED = "org.apache.flink.kafka.shaded.org.apache.kafka.common.security"
+LOGIN_MODULES = {
+    "PLAIN": f"{SHADED}.plain.PlainLoginModule",
+    "SCRAM-SHA-256": f"{SHADED}.scram.ScramLoginModule",
+    "SCRAM-SHA-512": f"{SHADED}.scram.ScramLoginModule",
+}
+STARTUP_MODES = {"committed": "group-offsets", "earliest": "earliest-offset", "latest": "latest-offset"}
+
+
+@dataclass(frozen=True)
+class KafkaInput:
+    """The topic one run reads and how (see :class:`lakeflow.settings.kafka.KafkaSource`)."""
+
+    bootstrap_servers: str
+    topic: str
+    group_id: str
+    starting_offsets: str  # committed | earliest | latest
+    offset_reset: str  # earliest | latest: committed's fallback
+    stop_at_latest: bool
+    max_message_bytes: int
+    security: dict[str, str | Secret] = field(default_factory=dict)  # Kafka client properties; secrets wrapped
+
+    @classmethod
+    def from_settings(cls, settings: KafkaSource) -> KafkaInput | None:
+        """The Kafka input of ``settings``; None unless SOURCE=kafka."""
+        if settings.source != "kafka":
+            return None
+        assert settings.kafka_bootstrap_servers and settings.kafka_topic  # load_settings checked SOURCE=kafka's needs
+        security: dict[str, str | Secret] = {"security.protocol": settings.kafka_security_protocol}
+        if settings.kafka_sasl:
+            assert settings.kafka_sasl_mechanism and settings.kafka_sasl_username and settings.kafka_sasl_password
+            security["sasl.mechanism"] = settings.kafka_sasl_mechanism
+            security["sasl.jaas.config"] = Secret(
+                f"{LOGIN_MODULES[settings.kafka_sasl_mechanism]} required "
+                f"username={_quoted(settings.kafka_sasl_username.reveal())} "
+                f"password={_quoted(settings.kafka_sasl_password.reveal())};"
+            )
+        if settings.kafka_tls and settings.kafka_ssl_truststore_location:
+            security["ssl.truststore.location"] = str(settings.kafka_ssl_truststore_location)
+            security["ssl.truststore.type"] = settings.kafka_ssl_truststore_type
+            if settings.kafka_ssl_truststore_password:
+                security["ssl.truststore.password"] = settings.kafka_ssl_truststore_password
+        return cls(
+            bootstrap_servers=settings.kafka_bootstrap_servers,
+            topic=settings.kafka_topic,
+            group_id=settings.kafka_group_id,
+            starting_offsets=settings.kafka_starting_offsets,
+            offset_reset=settings.kafka_offset_reset,
+            stop_at_latest=settings.kafka_stop_at == "latest",
+            max_message_bytes=settings.kafka_max_message_bytes,
+            security=security,
+        )
+
+    @property
+    def namespace(self) -> str:
+        """OpenLineage's dataset namespace for the topic: ``kafka://<first bootstrap server>``."""
+        return f"kafka://{self.bootstrap_servers.split(',')[0]}"
+
+    def connector_options(self) -> dict[str, str]:
+        """The ``kafka`` table's options (Flink's Kafka SQL connector, ``raw`` format): secrets
+        revealed, so hand them to Flink only (it masks ``password`` and ``jaas.config`` options in
+        its messages) — never log them."""
+        options = {
+            "connector": "kafka",
+            "topic": self.topic,
+            "properties.bootstrap.servers": self.bootstrap_servers,
+            "properties.group.id": self.group_id,
+            "properties.commit.offsets.on.checkpoint": "true",
+            "scan.startup.mode": STARTUP_MODES[self.starting_offsets],
+            "format": "raw",
+        }
+        if self.starting_offsets == "committed":
+            options["properties.auto.offset.reset"] = self.offset_reset
+        if self.stop_at_latest:
+            options["scan.bounded.mode"] = "latest-offset"
+        for key, value in self.security.items():
+            options[f"properties.{key}"] = value.reveal() if isinstance(value, Secret) else value
+        return options
+
+
+def reading_schema() -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """The reading's field names, their JSON kinds (for ``KafkaReadings``) and ``(name, SQL type)`` pairs."""
+    names = [name for name, _ in FIELDS]
+    return names, [JSON_KINDS[kind] for _, kind in FIELDS], [(name, SQL_TYPES[kind]) for name, kind in FIELDS]
+
+
+def dead_letter_location(location: str) -> str:
+    """Where the dead letters of the table at ``location`` go: ``<location>/_dead_letters``."""
+    return f"{location.rstrip('/')}/{DEAD_LETTERS}"
+
+
+def _quoted(value: str) -> str:
+    """A JAAS option value: double-quoted, ``\\`` and ``"`` escaped."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
