@@ -1,7 +1,7 @@
 """The Kafka source of the ingestion job: readings as JSON messages on a topic.
 
 Flink's own Kafka connector (``flink-sql-connector-kafka``, the ``kafka-connector`` jar set of
-:mod:`lakeflow.jars`) reads the topic as a table of ``(topic, partition, offset, payload)`` — its
+:mod:`lakeflow.runtime.jars`) reads the topic as a table of ``(topic, partition, offset, payload)`` — its
 ``KafkaSource`` commits the group's offsets on every checkpoint — and ``KafkaReadings`` (java/)
 validates each message on the JVM: readings go on to the table's part files, every other message
 to the dead letters (:data:`DEAD_LETTERS`) with its reason, topic, partition, offset and payload.

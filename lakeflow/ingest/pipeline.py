@@ -21,12 +21,12 @@ from pyflink.java_gateway import get_gateway
 from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
 from pyflink.util.java_utils import to_jarray
 
-from lakeflow import jars
 from lakeflow.ingest import IngestError, kafka, sensors
 from lakeflow.ingest.job import IngestJob
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, Summary
 from lakeflow.ingest.sink import add_jvm_helpers, dead_letter_sink, json_array_sink, table_lineage
 from lakeflow.lineage import datasets
+from lakeflow.runtime import jars
 
 log = logging.getLogger(__name__)
 

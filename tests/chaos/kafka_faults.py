@@ -19,7 +19,8 @@ from typing import Optional
 
 import requests
 
-from lakeflow.flink_cluster import FlinkCluster, flink_home
+from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.runtime.homes import flink_home
 from tests.chaos.common import Result, progress, tail, timed
 from tests.chaos.tm_kill import (HEARTBEATS, JOB, PACKAGE, _check_counts, _job_env, _require_package, _running,
                                  _submitted, _wait, count_committed)
