@@ -11,19 +11,24 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import requests
 from pyiceberg.exceptions import ServiceUnavailableError
 
+from lakeflow.catalog.errors import CatalogUnavailable
 from lakeflow.catalog.local import LocalCatalog
 from lakeflow.compaction import commands
-from lakeflow.compaction.commit import (LEDGER_PROPERTY, CommitConflict, commit, iceberg_catalog,
-                                        open_target, rest_properties)
+from lakeflow.compaction.commit import (
+    LEDGER_PROPERTY,
+    CommitConflict,
+    commit,
+    iceberg_catalog,
+    open_target,
+    rest_properties,
+)
 from lakeflow.compaction.config import CRASH_POINTS, job_argv, load_config
 from lakeflow.compaction.discover import list_parts
 from lakeflow.compaction.engine import EMPTY, MALFORMED
 from lakeflow.compaction.files import FileEntry, Storage
-from lakeflow.compaction.ledger import (COMPACTED, QUARANTINED, Ledger, LedgerError, RunRecord,
-                                        entries_for, load_ledger)
+from lakeflow.compaction.ledger import COMPACTED, QUARANTINED, Ledger, LedgerError, RunRecord, entries_for, load_ledger
 from lakeflow.compaction.lineage import lineage_run, raw_datasets
 from lakeflow.compaction.naming import DataFileStats, data_file_name, final_paths, timestamp
 from lakeflow.compaction.quarantine import move_quarantined, sort_files, unread_reasons
@@ -289,7 +294,7 @@ def test_rest_catalog_times_out_and_never_resends_a_write(tmp_path: Path) -> Non
     try:
         env = dict(WAREHOUSE_ID="demo", TOKEN="t", HTTP_TIMEOUT_S="1", HTTP_MAX_RETRIES="0")
         started = time.monotonic()
-        with pytest.raises(requests.exceptions.ConnectionError, match="Read timed out"):  # urllib3's, no retry
+        with pytest.raises(CatalogUnavailable, match="did not answer: .*Read timed out"):  # urllib3's, no retry
             iceberg_catalog(load_settings(settings_env(tmp_path, LAKEKEEPER=f"{url}/hang", **env)))
         assert time.monotonic() - started < 10
         catalog = iceberg_catalog(load_settings(settings_env(tmp_path, LAKEKEEPER=f"{url}/fail-once",
@@ -397,8 +402,8 @@ def test_spark_tuning_for_many_small_files() -> None:
 @pytest.mark.parametrize("layout", ["v2", "v1"])
 def test_auto_gives_arrow_what_fits_in_half_the_memory_left_under_the_containers_limit(
         layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakeflow.runtime import memory
     from lakeflow.compaction.engine import ARROW_PEAK_PER_RAW_BYTE, arrow_max_bytes, choose
+    from lakeflow.runtime import memory
 
     group = tmp_path / ("memory/pod-1" if layout == "v1" else "pod-1")
     group.mkdir(parents=True)

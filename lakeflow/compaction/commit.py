@@ -192,24 +192,26 @@ def reachable(io: FileIO, snapshots: Iterable[Snapshot]) -> set[str]:
 def open_target(
     catalog: Catalog, namespace: Sequence[str], name: str, source: str, s3_endpoint: str | None = None
 ) -> Target:
-    """Load the Iceberg table, creating it (and its namespace) on first use; check its source."""
+    """Load the Iceberg table, creating it (and its namespace) on first use; check its source.
+    The catalog's failures are CatalogErrors."""
     ident = (*namespace, name)
     from pyiceberg.exceptions import NoSuchTableError
 
-    try:  # load first: pyiceberg's SQL catalog writes a new table's metadata file before it finds the name taken
-        table = catalog.load_table(ident)
-    except NoSuchTableError:
-        catalog.create_namespace_if_not_exists(tuple(namespace))
-        table = catalog.create_table_if_not_exists(
-            ident,
-            schema=iceberg_schema(),
-            partition_spec=partition_spec(),
-            sort_order=sort_order(),
-            properties=TABLE_PROPERTIES,
-        )
-    if any(table.properties.get(k) != v for k, v in MANAGED_PROPERTIES.items()):
-        with table.transaction() as tx:
-            tx.set_properties(MANAGED_PROPERTIES)
+    with iceberg_errors(f"open Iceberg table {'.'.join(ident)}"):
+        try:  # load first: pyiceberg's SQL catalog writes a new table's metadata file before it finds the name taken
+            table = catalog.load_table(ident)
+        except NoSuchTableError:
+            catalog.create_namespace_if_not_exists(tuple(namespace))
+            table = catalog.create_table_if_not_exists(
+                ident,
+                schema=iceberg_schema(),
+                partition_spec=partition_spec(),
+                sort_order=sort_order(),
+                properties=TABLE_PROPERTIES,
+            )
+        if any(table.properties.get(k) != v for k, v in MANAGED_PROPERTIES.items()):
+            with table.transaction() as tx:
+                tx.set_properties(MANAGED_PROPERTIES)
     recorded = table.properties.get(SOURCE_PROPERTY)
     if recorded and recorded.rstrip("/") != source.rstrip("/"):
         raise CommitConflict(
@@ -223,10 +225,11 @@ def load_target(catalog: Catalog, namespace: Sequence[str], name: str, s3_endpoi
     """The Iceberg table as it is, or None when it does not exist: nothing is created or changed."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-    try:
-        return _target(catalog.load_table((*namespace, name)), s3_endpoint)
-    except (NoSuchTableError, NoSuchNamespaceError):
-        return None
+    with iceberg_errors(f"load Iceberg table {'.'.join((*namespace, name))}"):
+        try:
+            return _target(catalog.load_table((*namespace, name)), s3_endpoint)
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return None
 
 
 def _target(table: Table, s3_endpoint: str | None) -> Target:

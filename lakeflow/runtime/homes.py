@@ -36,7 +36,7 @@ def flink_distribution() -> Path | None:
     ``FLINK_HOME`` to the wheel's, which has no ``opt/`` plugins)."""
     home = os.environ.get("FLINK_HOME")
     try:
-        wheel: Path | None = flink_home()
+        wheel: Path | None = _package_dir("pyflink")
     except FileNotFoundError:
         wheel = None
     return Path(home) if home and Path(home).resolve() != wheel else None
