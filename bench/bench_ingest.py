@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,6 +125,31 @@ def time_make_run(home: Path, interval_ms: int, batch_size: int) -> tuple[float,
     return (first if first is not None else float("nan")), time.monotonic() - started
 
 
+def compare(runs: dict[str, Callable[[Path], Meter]], records: int, rounds: int, work: Path,
+            labels: dict[str, str], target: float) -> None:
+    """``rounds`` rounds of the baseline and lakeflow jobs (the order alternating, each run in its own
+    folder under ``work``), each printed; then each job's best readings/s and mean readings per CPU
+    second, and lakeflow's ratios to the baseline against ``target``."""
+    wall: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    for i in range(rounds):
+        for name in ("baseline", "lakeflow") if i % 2 == 0 else ("lakeflow", "baseline"):
+            meter = runs[name](work / f"{name}-{i}")
+            wall[name].append(records / meter.wall)
+            cpu[name].append(records / meter.cpu)
+            print(f"  round {i + 1} {name:9s} {wall[name][-1]:10,.0f} readings/s  "
+                  f"{cpu[name][-1]:10,.0f} readings/CPU-s  ({meter.wall:.1f} s, {meter.cpu:.1f} CPU-s)", flush=True)
+            shutil.rmtree(work / f"{name}-{i}", ignore_errors=True)
+    best = {name: max(rates) for name, rates in wall.items()}
+    mean = {name: sum(rates) / len(rates) for name, rates in cpu.items()}
+    width = max(len(what) for what in labels.values())
+    for name, what in labels.items():
+        print(f"{name:9s} {what:{width}s} {best[name]:10,.0f} readings/s (best)  {mean[name]:10,.0f} readings/CPU-s (mean)")
+    for label, ratio in (("wall-clock", best["lakeflow"] / best["baseline"]),
+                         ("per CPU second", mean["lakeflow"] / mean["baseline"])):
+        print(f"ratio {label:15s} {ratio:.2f}×  (target ≥ {target:.2f}×: {'met' if ratio >= target else 'NOT met'})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=2_000_000)
@@ -139,31 +165,18 @@ def main() -> int:
     try:
         print(f"throughput: {args.records:,} readings, {args.sensors} sensors, parallelism {args.parallelism}, "
               f"{args.interval_ms} ms checkpoints, {os.cpu_count()} cores", flush=True)
-        wall: dict[str, list[float]] = {"baseline": [], "lakeflow": []}
-        cpu: dict[str, list[float]] = {"baseline": [], "lakeflow": []}
         runs = {"baseline": baseline_job, "lakeflow": lakeflow_job}
         for name, run in runs.items():  # warm-up: JIT and first-MiniCluster costs out of the figures
             run(work / f"warmup-{name}", min(args.records, 200_000), args.sensors, args.parallelism, args.interval_ms)
             shutil.rmtree(work / f"warmup-{name}", ignore_errors=True)
-        for i in range(args.rounds):
-            order = ("baseline", "lakeflow") if i % 2 == 0 else ("lakeflow", "baseline")
-            for name in order:
-                meter = runs[name](work / f"{name}-{i}", args.records, args.sensors, args.parallelism,
-                                   args.interval_ms)
-                wall[name].append(args.records / meter.wall)
-                cpu[name].append(args.records / meter.cpu)
-                print(f"  round {i + 1} {name:9s} {wall[name][-1]:10,.0f} readings/s  "
-                      f"{cpu[name][-1]:10,.0f} readings/CPU-s  ({meter.wall:.1f} s, {meter.cpu:.1f} CPU-s)", flush=True)
-                shutil.rmtree(work / f"{name}-{i}", ignore_errors=True)
-        best = {name: max(rates) for name, rates in wall.items()}
-        mean = {name: sum(rates) / len(rates) for name, rates in cpu.items()}
-        for name, what in (("baseline", "Flink datagen → SQL → filesystem sink, json"),
-                           ("lakeflow", "SensorTicks → SQL → JSON-array FileSink")):
-            print(f"{name:9s} {what:45s} {best[name]:10,.0f} readings/s (best)  "
-                  f"{mean[name]:10,.0f} readings/CPU-s (mean)")
-        for label, ratio in (("wall-clock", best["lakeflow"] / best["baseline"]),
-                             ("per CPU second", mean["lakeflow"] / mean["baseline"])):
-            print(f"ratio {label:15s} {ratio:.2f}×  (target ≥ 0.80×: {'met' if ratio >= 0.8 else 'NOT met'})")
+        compare(
+            {name: (lambda home, run=run: run(home, args.records, args.sensors, args.parallelism, args.interval_ms))
+             for name, run in runs.items()},
+            args.records, args.rounds, work,
+            {"baseline": "Flink datagen → SQL → filesystem sink, json",
+             "lakeflow": "SensorTicks → SQL → JSON-array FileSink"},
+            target=0.8,
+        )
 
         if not args.skip_make_run:
             for interval_ms, batch in ((15_000, 10), (1_000, 10)):

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_ingest import Meter  # noqa: E402
+from bench.bench_ingest import Meter, compare  # noqa: E402
 from lakeflow.runtime import jars  # noqa: E402
 from lakeflow.catalog.local import LocalCatalog  # noqa: E402
 from lakeflow.ingest.job import IngestJob  # noqa: E402
@@ -125,27 +125,15 @@ def main() -> int:
                 run(work / f"warmup-{name}", broker, "warmup", min(args.records, 50_000), args.parallelism,
                     args.interval_ms)
                 shutil.rmtree(work / f"warmup-{name}", ignore_errors=True)
-            wall: dict[str, list[float]] = {"baseline": [], "lakeflow": []}
-            cpu: dict[str, list[float]] = {"baseline": [], "lakeflow": []}
-            for i in range(args.rounds):
-                for name in ("baseline", "lakeflow") if i % 2 == 0 else ("lakeflow", "baseline"):
-                    meter = runs[name](work / f"{name}-{i}", broker, "readings", args.records, args.parallelism,
-                                       args.interval_ms)
-                    wall[name].append(args.records / meter.wall)
-                    cpu[name].append(args.records / meter.cpu)
-                    print(f"  round {i + 1} {name:9s} {wall[name][-1]:10,.0f} readings/s  "
-                          f"{cpu[name][-1]:10,.0f} readings/CPU-s  ({meter.wall:.1f} s, {meter.cpu:.1f} CPU-s)",
-                          flush=True)
-                    shutil.rmtree(work / f"{name}-{i}", ignore_errors=True)
-        best = {name: max(rates) for name, rates in wall.items()}
-        mean = {name: sum(rates) / len(rates) for name, rates in cpu.items()}
-        for name, what in (("baseline", "Flink kafka (json) → filesystem sink, json"),
-                           ("lakeflow", "KafkaSource → KafkaReadings → JSON-array FileSink")):
-            print(f"{name:9s} {what:50s} {best[name]:10,.0f} readings/s (best)  "
-                  f"{mean[name]:10,.0f} readings/CPU-s (mean)")
-        for label, ratio in (("wall-clock", best["lakeflow"] / best["baseline"]),
-                             ("per CPU second", mean["lakeflow"] / mean["baseline"])):
-            print(f"ratio {label:15s} {ratio:.2f}×  (target ≥ 1.00×: {'met' if ratio >= 1.0 else 'NOT met'})")
+            compare(
+                {name: (lambda home, run=run: run(home, broker, "readings", args.records, args.parallelism,
+                                                  args.interval_ms))
+                 for name, run in runs.items()},
+                args.records, args.rounds, work,
+                {"baseline": "Flink kafka (json) → filesystem sink, json",
+                 "lakeflow": "KafkaSource → KafkaReadings → JSON-array FileSink"},
+                target=1.0,
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
