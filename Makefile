@@ -51,8 +51,8 @@ lint: install  ## ruff (lint + format check) and mypy on lakeflow/ and jobs/ (se
 	$(VENV)/bin/ruff format --check lakeflow jobs
 	$(VENV)/bin/mypy
 
-test-fast: install  ## the tests not marked slow: they start no JVM (tests/jvm_guard.py fails one that does)
-	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
+test-fast: install  ## the unit tests (tests/unit/): no JVM, no subprocess (tests/unit/conftest.py fails one that starts a process)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 clean:  ## remove build output (keeps .venv and .lakeflow)
 	rm -rf build dist *.egg-info
@@ -126,7 +126,7 @@ s3a-jars: install  ## hadoop-aws of pyspark's Hadoop version + AWS SDK v2 module
 
 .PHONY: iceberg-rest
 iceberg-rest: install  ## the tests' Iceberg REST catalog: Apache Iceberg's REST test server 1.11.0 (+ S3FileIO) into build/iceberg-rest/
-	$(PY) -m tests.iceberg_rest
+	$(PY) -m tests.support.iceberg_rest
 
 # --- local Lakekeeper stack (Docker): Lakekeeper + Postgres + MinIO + Keycloak; docs/stack.md ---
 DOCKER ?= docker

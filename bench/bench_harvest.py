@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lakeflow.flink_cluster import FlinkCluster  # noqa: E402
-from tests.fixtures_servers import free_port  # noqa: E402
+from tests.support.fixtures_servers import free_port  # noqa: E402
 
 JOBS = 25
 TARGET = 0.25

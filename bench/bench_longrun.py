@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fixtures_compaction import json_array, make_home, readings  # noqa: E402
+from tests.support.fixtures_compaction import json_array, make_home, readings  # noqa: E402
 
 JOB = ROOT / "jobs" / "compact.py"
 HOUR_MS = 3_600_000

@@ -1,6 +1,6 @@
 """``docs/cli.md`` written from the ``lakeflow`` parser (:func:`lakeflow.cli.build_parser`): every
 command, its usage and its options with their defaults, so the reference cannot drift from the code
-(tests/test_cli.py checks). ``python -m lakeflow.cli_reference > docs/cli.md``."""
+(tests/integration/test_cli.py checks). ``python -m lakeflow.cli_reference > docs/cli.md``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ HEADER = """\
 # `lakeflow` command reference
 
 Generated from the command's own parsers by `python -m lakeflow.cli_reference > docs/cli.md`
-(tests/test_cli.py fails when this file is stale): edit the `help=` texts in the code, not this
+(tests/integration/test_cli.py fails when this file is stale): edit the `help=` texts in the code, not this
 file. Every command also answers `--help`. Settings (environment variables, `.env.local`) are
 documented in `.env.example`; an option's default that names a variable is read when the command
 runs, never while its arguments are parsed.

@@ -1,5 +1,5 @@
 """``.env.example`` written from the settings models: each variable's description, default and
-example come from its field, so the file and the code cannot drift (tests/test_settings.py checks)."""
+example come from its field, so the file and the code cannot drift (tests/unit/test_settings.py checks)."""
 
 from __future__ import annotations
 

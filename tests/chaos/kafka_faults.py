@@ -24,8 +24,8 @@ from lakeflow.runtime.homes import flink_home
 from tests.chaos.common import Result, progress, tail, timed
 from tests.chaos.tm_kill import (HEARTBEATS, JOB, PACKAGE, _check_counts, _job_env, _require_package, _running,
                                  _submitted, _wait, count_committed)
-from tests.fixtures_servers import free_port
-from tests.kafka_broker import run_kafka
+from tests.support.fixtures_servers import free_port
+from tests.support.kafka_broker import run_kafka
 
 
 def _reading(run_id: str, seq: int) -> str:

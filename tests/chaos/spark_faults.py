@@ -22,8 +22,8 @@ from typing import Optional
 from lakeflow.spark_cluster import SparkCluster
 from tests.chaos.common import Result, progress, tail, timed
 from tests.chaos.compaction_faults import DAY, table_keys
-from tests.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
-from tests.fixtures_servers import free_port
+from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
+from tests.support.fixtures_servers import free_port
 
 RUNNING_TASK = re.compile(r"Running task \S+ in stage (\d+)\.\d+")
 LOST_TASK = re.compile(r"Lost task \S+ in stage \S+ .*ExecutorLostFailure")

@@ -31,10 +31,10 @@ import requests
 from lakeflow.flink_cluster import FlinkCluster
 from lakeflow.runtime.homes import flink_home
 from tests.chaos.common import LAKEFLOW, REPO, Result, local_env, moto_server, progress, tail, timed
-from tests.fixtures_lakekeeper import env_for, start_lakekeeper
-from tests.fixtures_servers import free_port
-from tests.lakekeeper_standin import S3Account
-from tests.sink_layout import files_under
+from tests.support.fixtures_lakekeeper import env_for, start_lakekeeper
+from tests.support.fixtures_servers import free_port
+from tests.standins.lakekeeper import S3Account
+from tests.support.sink_layout import files_under
 
 JOB = REPO / "jobs" / "sensor_ingest.py"
 JAR, PACKAGE = REPO / "build" / "lakeflow-flink.jar", REPO / "build" / "lakeflow.zip"
