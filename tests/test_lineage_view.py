@@ -309,19 +309,16 @@ def test_dot_and_mermaid_draw_the_same_graph(scenario_files, recorded_jobmanager
     doc, _ = scenario_files
     extra = ("--sql-gateway-url", recorded_gateway.url, "--lineage-dir", str(tmp_path / "lineage"))
     dot_text = _harvest(recorded_jobmanager, tmp_path, "dot", *extra).read_text()
-    assert dot_text == render.dot(doc)
-    svg = render.svg(dot_text)  # Graphviz accepts it
+    assert dot_text == render.dot(doc) and dot_text.startswith("digraph lineage {\n")
     for key in expected_nodes(doc):
-        assert f"<title>{_xml(key)}</title>" in svg
+        assert f'\n  "{key}" [id="n' in dot_text
+    assert dot_text.count(" -> ") == len(doc["edges"]) + len({(j["name"], u) for j in doc["jobs"]
+                                                              for u in j["unresolved"]})
     mermaid = _harvest(recorded_jobmanager, tmp_path, "mermaid", *extra).read_text()
     assert mermaid.startswith("flowchart LR\n") and mermaid == render.mermaid(doc)
     assert mermaid.count(" --> ") == len(doc["edges"])
     assert mermaid.count(" -.- ") == len({(j["name"], u) for j in doc["jobs"] for u in j["unresolved"]})
     assert '[("<b>sensor-readings</b>' in mermaid and '["<b>harvest-resubmitted</b>' in mermaid
-
-
-def _xml(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("-", "&#45;")
 
 
 def test_names_are_escaped_everywhere(tmp_path):
@@ -335,8 +332,8 @@ def test_names_are_escaped_everywhere(tmp_path):
                      "inputs": [odd], "outputs": []}],
            "datasets": [{"name": odd, "namespace": "file", "path": odd[7:], "aliases": [], "platform_instance": None}],
            "edges": [[f"dataset:{odd}", 'flink:job "x" <script>']], "failed_jobs": [{"job_id": "z", "error": "<b>"}]}
-    titles = {t.text for t in ElementTree.fromstring(render.svg(render.dot(doc))).iter(f"{{{SVG}}}title")}
-    assert {render.svg_title(f"dataset:{odd}"), render.svg_title('flink:job "x" <script>')} <= titles
+    titles = {t.text for t in ElementTree.fromstring(render.svg(render.view(doc))).iter(f"{{{SVG}}}title")}
+    assert {f"dataset:{odd}", 'flink:job "x" <script>'} <= titles
     page = render.html_page(doc)
     script = page[page.index('<script type="application/json"'):]
     assert "</script><script>alert" not in page and script.count("</script>") == 2
@@ -383,12 +380,69 @@ def test_lineage_view_without_a_harvest_or_a_store_says_what_to_give(tmp_path, m
     assert "nothing to draw: give --harvest FILE" in capsys.readouterr().err
 
 
-def test_html_without_graphviz_is_one_clear_error(recorded_jobmanager, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("PATH", str(tmp_path))  # no dot here
-    assert main(["harvest", "--rest-url", recorded_jobmanager.url, "--format", "html", "--output",
-                 str(tmp_path / "x.html")]) == 2
-    err = capsys.readouterr().err
-    assert "needs Graphviz's `dot`" in err and "apt-get install graphviz" in err
-    assert recorded_jobmanager.requests == []  # told before harvesting, not after
-    assert main(["harvest", "--rest-url", recorded_jobmanager.url, "--format", "dot", "--output",
-                 str(tmp_path / "x.dot")]) == 0  # DOT and Mermaid need nothing
+def test_the_page_needs_no_graphviz(recorded_jobmanager, tmp_path, monkeypatch):
+    """The layout is Python's (grandalf): with nothing at all on PATH the page is still drawn."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot, no other program
+    page = _harvest(recorded_jobmanager, tmp_path, "html").read_text()
+    svg = ElementTree.fromstring(page[page.index("<svg"):page.index("</svg>") + len("</svg>")])
+    nodes = {g.find(f"{{{SVG}}}title").text for g in svg.iter(f"{{{SVG}}}g") if "node" in g.get("class").split()}
+    assert nodes and all(t.startswith(("flink:", "dataset:", "unresolved:")) for t in nodes)
+
+
+# --- the layout: no box over another, edges left to right ---------------------------------------
+
+def _assert_readable(doc: dict) -> render.Layout:
+    """No two node boxes overlap, no box overlaps a cluster it is not in, and each edge of the
+    (acyclic) lineage runs from a box to one wholly to its right."""
+    v = render.view(doc)
+    placed = render.arrange(v)
+    assert set(placed.nodes) == set(v.nodes) and set(placed.clusters) == {c.key for c in v.clusters}
+    boxes = sorted(placed.nodes.items())
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1:]:
+            assert not box_a.overlaps(box_b), (a, box_a, b, box_b)
+    members = {c.key: set(c.nodes) for c in v.clusters}
+    for c, cbox in placed.clusters.items():
+        for key, box in placed.nodes.items():
+            inside = cbox.x < box.x and box.x + box.w < cbox.x + cbox.w and cbox.y < box.y and (
+                box.y + box.h < cbox.y + cbox.h)
+            assert inside if key in members[c] else not cbox.overlaps(box), (c, key)
+    for a, b, _ in v.edges:
+        src, dst = placed.nodes[a], placed.nodes[b]
+        assert src.x + src.w < dst.x, (a, b)
+        route = placed.routes[(a, b)]
+        assert route[0] == pytest.approx((src.x + src.w, src.y + src.h / 2))
+        assert route[-1] == pytest.approx((dst.x, dst.y + dst.h / 2))
+        assert all(p[0] < q[0] for p, q in zip(route, route[1:]))  # left to right all the way
+    assert 0 < max(b.x + b.w for b in placed.nodes.values()) < placed.width
+    assert 0 < max(b.y + b.h for b in placed.nodes.values()) < placed.height
+    return placed
+
+
+def test_the_recorded_lineage_is_laid_out_readably(scenario_files, recorded_jobmanager, tmp_path):
+    doc, _ = scenario_files
+    _assert_readable(doc)
+    vertex = json.loads(_harvest(recorded_jobmanager, tmp_path, "json", "--operator-granularity", "vertex",
+                                 name="vertex").read_text())
+    assert len(_assert_readable(vertex).clusters) == len({t["flow"] for t in vertex["tasks"]}) > 0
+
+
+def test_a_wide_lineage_is_laid_out_readably():
+    """A chain of 12 tables, each copied by two jobs and read by a fan of 6 more, one job reading
+    three tables: long edges, wide columns, names of very different lengths."""
+    jobs, edges = [], []
+    for i in range(12):
+        for j, out in ((f"copy-{i}", i + 1), (f"copy-{i}-{'x' * (i * 7)}", i + 1), *((f"fan-{i}-{k}", None)
+                                                                                     for k in range(6))):
+            jobs.append({"engine": "flink", "name": j, "job_id": j, "state": "FINISHED", "inputs": [f"t{i}"],
+                         "outputs": [f"t{out}"] if out else [], "unresolved": [], "skipped": [], "evidence": {}})
+            edges.append([f"dataset:t{i}", f"flink:{j}"])
+            if out:
+                edges.append([f"flink:{j}", f"dataset:t{out}"])
+    jobs.append({"engine": "flink", "name": "join", "job_id": "join", "state": "RUNNING",
+                 "inputs": ["t0", "t6", "t12"], "outputs": [], "unresolved": ["KafkaSink: no topic"],
+                 "skipped": [], "evidence": {}})
+    edges += [[f"dataset:t{i}", "flink:join"] for i in (0, 6, 12)]
+    doc = {"jobs": jobs, "runs": [], "datasets": [{"name": f"t{i}"} for i in range(13)], "edges": edges}
+    placed = _assert_readable(doc)
+    assert len(placed.nodes) == 12 * 8 + 1 + 13 + 1 and len(placed.routes) == len(edges) + 1
