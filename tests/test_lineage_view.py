@@ -42,7 +42,7 @@ class Chromium:
 
     def __init__(self, profile: Path, log: Path) -> None:
         binary = shutil.which("chromium") or shutil.which("chromium-browser")
-        assert binary, "Debian's chromium is needed (apt-get install chromium; .ci/run installs it)"
+        assert binary, "Debian's chromium is needed (apt-get install chromium; make test installs it: build-support/test-prereqs.sh)"
         self.log = log.open("wb")
         # fd 3 ← our stdin pipe, fd 4 → our stdout pipe; Chromium's own stdout goes to the log.
         self.proc = subprocess.Popen(
