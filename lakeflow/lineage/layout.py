@@ -61,10 +61,12 @@ def layout(
     sizes: Mapping[str, tuple[float, float]],
     edges: Iterable[tuple[str, str]],
     clusters: Mapping[str, list[str]] | None = None,
+    cluster_widths: Mapping[str, float] | None = None,
 ) -> Layout:
     """Boxes of ``sizes`` (key → width, height), clusters (key → member keys) around their members,
-    and a route for each edge (an edge of a node to itself is not drawn)."""
-    clusters = clusters or {}
+    at least as wide as ``cluster_widths`` says (their titles), and a route for each edge (an edge of
+    a node to itself is not drawn)."""
+    clusters, cluster_widths = clusters or {}, cluster_widths or {}
     edges = sorted({(a, b) for a, b in edges if a != b})
     block_of = {m: c for c, members in clusters.items() for m in members}
     inner: dict[str, _Placed] = {}
@@ -74,7 +76,7 @@ def layout(
         placed = _layered({m: sizes[m] for m in members}, [(a, b) for a, b in edges if {a, b} <= member_set])
         inner[c] = placed
         outer_sizes[c] = (
-            max(placed.width + 2 * CLUSTER_PAD, 160.0),
+            max(placed.width + 2 * CLUSTER_PAD, cluster_widths.get(c, 0.0)),
             placed.height + CLUSTER_HEADER + CLUSTER_PAD,
         )
     outer_edges = {(block_of.get(a, a), block_of.get(b, b)) for a, b in edges}
@@ -82,19 +84,22 @@ def layout(
 
     nodes: dict[str, Box] = {}
     cluster_boxes: dict[str, Box] = {}
+    inner_origin: dict[str, Point] = {}  # where a cluster's own layout starts: below its title, centred
     for key, box in outer.boxes.items():
         if key in clusters:
             cluster_boxes[key] = box
+            ox, oy = box.x + (box.w - inner[key].width) / 2, box.y + CLUSTER_HEADER
+            inner_origin[key] = (ox, oy)
             for m, mbox in inner[key].boxes.items():
-                nodes[m] = mbox.moved(box.x + CLUSTER_PAD, box.y + CLUSTER_HEADER)
+                nodes[m] = mbox.moved(ox, oy)
         else:
             nodes[key] = box
     routes: dict[tuple[str, str], list[Point]] = {}
     for a, b in edges:
         ca, cb = block_of.get(a), block_of.get(b)
         if ca is not None and ca == cb:
-            box = cluster_boxes[ca]
-            via = [(x + box.x + CLUSTER_PAD, y + box.y + CLUSTER_HEADER) for x, y in inner[ca].via[(a, b)]]
+            ox, oy = inner_origin[ca]
+            via = [(x + ox, y + oy) for x, y in inner[ca].via[(a, b)]]
         else:
             via = outer.via[(ca or a, cb or b)]
         routes[(a, b)] = _ends(nodes[a], nodes[b], via)

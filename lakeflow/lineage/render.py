@@ -479,6 +479,7 @@ TITLE_PX, LINE_PX = 11, 9  # font sizes of a box's title and of its other lines
 PAD_X, PAD_Y, LINE_GAP = 12.0, 7.0, 3.0
 CYLINDER_RY = 5.0  # half the height of a dataset cylinder's top and bottom ellipses
 EDGE_COLOUR = "#5f6368"
+CLUSTER_SUBTITLE = "Flink job · operators"
 
 
 def _text_width(text: str, px: int, bold: bool = False) -> float:
@@ -499,6 +500,10 @@ def arrange(v: View) -> Layout:
         {k: _size(n) for k, n in v.nodes.items()},
         [(a, b) for a, b, _ in v.edges],
         {c.key: c.nodes for c in v.clusters},
+        {
+            c.key: max(_text_width(c.title, TITLE_PX, bold=True), _text_width(CLUSTER_SUBTITLE, LINE_PX)) + 2 * PAD_X
+            for c in v.clusters
+        },
     )
 
 
@@ -520,7 +525,7 @@ def svg(v: View) -> str:
             f'<g id="c{i}" class="cluster job flink {c.status}"><title>{_e(c.key)}</title>'
             f'<path d="{_rounded(b, 8)}" fill="{fill}" stroke="{stroke}" stroke-width="1.6"/>'
             f"{_text(b.x + b.w / 2, b.y + 16, c.title, TITLE_PX, bold=True)}"
-            f"{_text(b.x + b.w / 2, b.y + 28, 'Flink job · operators', LINE_PX, colour=EDGE_COLOUR)}</g>"
+            f"{_text(b.x + b.w / 2, b.y + 28, CLUSTER_SUBTITLE, LINE_PX, colour=EDGE_COLOUR)}</g>"
         )
     for a, b_, style in v.edges:
         route = placed.routes[(a, b_)]
