@@ -13,7 +13,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install run demo test lint test-fast jar package cluster-up cluster-down flink-plugins \
+.PHONY: help install run demo test test-prereqs maven lint test-fast jar package cluster-up cluster-down flink-plugins \
         compact harvest stack bench-ingest bench-compact bench-longrun bench-harvest chaos clean
 
 help:  ## list the targets
@@ -43,8 +43,14 @@ DEMO_RECORDS = $(if $(FRESH_CLONE),NUM_RECORDS=1000 $(if $(BATCH_SIZE),,BATCH_SI
 run: install  ## run the sensor ingestion job (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings at 50/s; duration: docs/benchmarks.md)
 	$(DEMO_RECORDS) $(PY) jobs/sensor_ingest.py $(ARGS)
 
-test: install lint $(PACKAGE_ZIP) s3-jars sql-gateway-jar spark-cds  ## lint, then the test suite (real Flink + SQL Gateway, Spark, moto; zip and jars built/fetched first; duration: docs/benchmarks.md)
+test: test-prereqs install lint maven $(PACKAGE_ZIP) s3-jars sql-gateway-jar spark-cds  ## the Debian packages the tests use, lint, then the test suite (real Flink + SQL Gateway, Spark, moto; Maven, zip and jars fetched/built first; duration: docs/benchmarks.md)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-prereqs:  ## install the Debian packages the tests use when missing: chromium, postgresql, prometheus, prometheus-pushgateway (as root or with sudo; else says what to run)
+	@bash build-support/test-prereqs.sh
+
+maven: install  ## the Maven that fetches the jars: mvn on PATH, else Apache Maven fetched from Maven Central into build/maven/ (SHA-512 of build-support/maven/)
+	@$(PY) -m lakeflow.runtime.maven
 
 lint: install  ## ruff (lint + format check) and mypy on lakeflow/ and jobs/ (settings in pyproject.toml)
 	$(VENV)/bin/ruff check lakeflow jobs

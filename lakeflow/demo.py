@@ -55,8 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "part files into the Iceberg table, harvest the lineage into one HTML page and query the "
         "table; then print where everything is. State in $LAKEFLOW_HOME/demo (emptied first); "
         "no other setting of .env.local or the environment applies. The cluster is "
-        "stopped at the end and on Ctrl+C. Needs `make package` (make demo runs it) and "
-        "Graphviz's dot.",
+        "stopped at the end and on Ctrl+C. Needs `make package` (make demo runs it).",
     )
     p.add_argument("--records", type=int, default=RECORDS, help=f"readings to stream (default {RECORDS:,})")
     p.set_defaults(handler=_demo)
@@ -133,16 +132,14 @@ def run(home: Path, records: int = RECORDS) -> int:
 
 
 def prerequisites() -> Path:
-    """The helpers jar (``make package`` builds it with the zipped package); Graphviz for the page."""
+    """The helpers jar (``make package`` builds it with the zipped package)."""
     from lakeflow.ingest import IngestError
     from lakeflow.ingest.sink import jar_path
     from lakeflow.ingest.submit import PACKAGE_ZIP
-    from lakeflow.lineage.render import RenderError, require_dot
 
     try:
         jar = jar_path()
-        require_dot()
-    except (IngestError, RenderError) as exc:
+    except IngestError as exc:
         raise DemoFailed(str(exc)) from None
     if not PACKAGE_ZIP.is_file():
         raise DemoFailed(f"{PACKAGE_ZIP} is not built yet: run make package (make demo does)")

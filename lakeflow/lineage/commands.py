@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Read jobs, plans, runs and lineage from a Flink JobManager (and a SQL Gateway for "
         "catalog tables), merge the compaction's run events, and write DataHub MCPs, "
         "OpenLineage events, neutral JSON or a picture of the lineage (html: one self-contained "
-        "page, needs Graphviz's dot; dot; mermaid). Credentials come from the environment or .env.local: "
+        "page; dot; mermaid). Credentials come from the environment or .env.local: "
         "FLINK_API_TOKEN or FLINK_API_USERNAME/FLINK_API_PASSWORD, DATAHUB_GMS_TOKEN, "
         "OPENLINEAGE_API_KEY.",
     )
@@ -211,7 +211,6 @@ def run(args: argparse.Namespace) -> int:
     from lakeflow.lineage.config import ConfigError, HarvestEnv
     from lakeflow.lineage.emit_datahub import EmitError
     from lakeflow.lineage.flink_rest import FlinkRestError
-    from lakeflow.lineage.render import RenderError, require_dot
     from lakeflow.settings import environment
 
     try:
@@ -219,10 +218,8 @@ def run(args: argparse.Namespace) -> int:
         env = HarvestEnv.load(environ)
         cfg = _config(args, environ, env)
         token = _token(args.datahub_token, environ, env)
-        if args.format == "html":
-            require_dot()  # before harvesting, not after
         return _run(args, cfg, token, env)
-    except (ConfigError, FlinkRestError, EmitError, RenderError, ValueError) as exc:
+    except (ConfigError, FlinkRestError, EmitError, ValueError) as exc:
         print(f"lakeflow harvest: {exc}", file=sys.stderr)
         return 2
 
@@ -329,7 +326,6 @@ def view(args: argparse.Namespace) -> int:
 
     from lakeflow.lineage.config import HarvestEnv
     from lakeflow.lineage.emit_json import document, with_compaction_runs
-    from lakeflow.lineage.render import RenderError
     from lakeflow.settings import environment
 
     try:
@@ -370,7 +366,7 @@ def view(args: argparse.Namespace) -> int:
         if args.output != "-":
             print(f"wrote {args.output}", file=sys.stderr)
         return 0
-    except (RenderError, ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         print(f"lakeflow lineage view: {exc}", file=sys.stderr)
         return 2
 

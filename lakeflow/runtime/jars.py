@@ -23,7 +23,9 @@ Three sets, each cached in its own folder under ``build/jars/`` (``$LAKEFLOW_JAR
   (:class:`lakeflow.flink_cluster.FlinkCluster` ``lib_jars``) and its SQL Gateway, as the
   lineage tests run them.
 
-Maven resolves and downloads them (``build-support/jars/*.pom.xml``, ``mvn -C``: every file is
+Maven (:func:`lakeflow.runtime.maven.mvn`: ``mvn`` on PATH, else Maven's own distribution fetched
+from Maven Central into ``build/maven/``) resolves and downloads them
+(``build-support/jars/*.pom.xml``, ``--strict-checksums``: every file is
 checked against the checksum the repository publishes beside it, and the build fails on a
 mismatch or a missing checksum); it honours ``~/.m2/settings.xml`` (mirrors, proxies), and
 ``$MAVEN_REPO`` replaces every remote repository by one URL. Maven's own repository is
@@ -52,7 +54,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from lakeflow.runtime import maven
 from lakeflow.runtime.homes import flink_distribution, flink_plugins_dir, spark_home
+from lakeflow.runtime.maven import MavenUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -238,13 +242,10 @@ def fetch(jar_set: JarSet, *, maven_repo: str | None = None, timeout_s: float = 
         return jar_set.jars()
     if offline():
         raise JarsUnavailable(_missing(jar_set, "LAKEFLOW_JARS_OFFLINE is set, so Maven is not started"))
-    mvn = shutil.which(os.environ.get("MVN", "mvn"))
-    if mvn is None:
-        raise JarsUnavailable(
-            _missing(
-                jar_set, "Maven (mvn) is not installed: apt-get install maven, or https://maven.apache.org/download.cgi"
-            )
-        )
+    try:
+        mvn = maven.mvn()
+    except MavenUnavailable as exc:
+        raise JarsUnavailable(_missing(jar_set, f"no Maven: {exc}")) from None
     root = jars_dir()
     work = root / "poms"
     work.mkdir(parents=True, exist_ok=True)

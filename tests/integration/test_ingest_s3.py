@@ -7,9 +7,9 @@ in-process MiniCluster (``make run``; vended keys given to that JVM's filesystem
 run`` of the packaged job against a standalone cluster started with the table's storage settings
 (:func:`lakeflow.ingest.storage.cluster_storage`), and (c) ``lakeflow flink up``'s
 cluster, whose AWS SDK re-vends through the table's AWS profile while the job runs on credentials
-that really expire (``tests/s3_expiry_proxy.py`` refuses expired session tokens). After each:
+that really expire (``tests/standins/s3_expiry_proxy.py`` refuses expired session tokens). After each:
 every reading (run_id, seq) exactly once in committed objects that are each one JSON array, in
-the hour buckets of the run (``tests/sink_layout.py``), no hidden or in-progress object, no multipart upload left open, the location named as ``s3://``, no
+the hour buckets of the run (``tests/support/sink_layout.py``), no hidden or in-progress object, no multipart upload left open, the location named as ``s3://``, no
 secret in the output. A cluster that cannot write the table is refused before submission.
 
 The unit tests (no process): tests/unit/test_ingest_s3.py.

@@ -18,7 +18,6 @@ import select
 import shutil
 import subprocess
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 from xml.etree import ElementTree
@@ -26,14 +25,11 @@ from xml.etree import ElementTree
 import pytest
 
 from lakeflow.cli import main
-from lakeflow.lineage import openlineage as ol
 from lakeflow.lineage import render
-from lakeflow.lineage.datasets import catalog_alias, from_location
+from lakeflow.lineage.datasets import from_location
+from tests.unit.test_lineage_view import SVG, _harvest, _store, scenario_files  # noqa: F401 (fixtures, constants)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-SVG = "http://www.w3.org/2000/svg"
 
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -47,7 +43,7 @@ class Chromium:
 
     def __init__(self, profile: Path, log: Path) -> None:
         binary = shutil.which("chromium") or shutil.which("chromium-browser")
-        assert binary, "Debian's chromium is needed (apt-get install chromium; .ci/run installs it)"
+        assert binary, "Debian's chromium is needed (apt-get install chromium; make test installs it: build-support/test-prereqs.sh)"
         self.log = log.open("wb")
         # fd 3 ← our stdin pipe, fd 4 → our stdout pipe; Chromium's own stdout goes to the log.
         self.proc = subprocess.Popen(
@@ -183,38 +179,6 @@ def browser(tmp_path_factory):
     b.close()
 
 
-def _store(directory: Path, scenario: dict, run_id: str = "0199b0a4-6f1c-7000-8000-000000000001",
-           day: int = 22, rows: int = 40) -> Path:
-    """A compaction run of the scenario's raw table into an Iceberg table, in a lineage store."""
-    raw = from_location(scenario["location"])
-    ice = from_location("/tmp/lakeflow-harvest-recording/warehouse/iot/sensor_readings_compacted")
-    alias = catalog_alias(scenario["catalog_uri"], "local", "iot", "sensor-readings")
-    common = dict(run_id=run_id, job_namespace="lakeflow", job_name="compact.iot.sensor-readings-compacted")
-    ol.write_event(directory, ol.run_event("START", event_time=datetime(2026, 11, day, 1, tzinfo=timezone.utc),
-                                           inputs=[ol.input_dataset(raw, [alias])], outputs=[ol.output_dataset(ice)],
-                                           **common))
-    ol.write_event(directory, ol.run_event(
-        "COMPLETE", event_time=datetime(2026, 11, day, 1, 2, tzinfo=timezone.utc),
-        inputs=[ol.input_dataset(raw, [alias], rows=rows, size=rows * 100, files=2)],
-        outputs=[ol.output_dataset(ice, rows=rows - 1, size=rows * 20, files=1)], **common))
-    return directory
-
-
-def _harvest(stub, tmp_path: Path, fmt: str, *extra: str, name: str = "h") -> Path:
-    out = tmp_path / f"{name}.{fmt}"
-    assert main(["harvest", "--rest-url", stub.url, "--format", fmt, "--output", str(out), *extra]) == 0
-    return out
-
-
-@pytest.fixture
-def scenario_files(recorded_jobmanager, recorded_gateway, recorded_scenario, tmp_path):
-    """The recorded scenario harvested (through the SQL Gateway, with a compaction run) as JSON and HTML."""
-    extra = ("--sql-gateway-url", recorded_gateway.url, "--lineage-dir", str(_store(tmp_path / "lineage",
-                                                                                     recorded_scenario)))
-    doc = json.loads(_harvest(recorded_jobmanager, tmp_path, "json", *extra).read_text())
-    return doc, _harvest(recorded_jobmanager, tmp_path, "html", *extra)
-
-
 def expected_nodes(doc: dict) -> set[str]:
     """The node of every job (by name) and every dataset of a harvest."""
     return {f"{j['engine']}:{j['name']}" for j in doc["jobs"]} | {f"dataset:{d['name']}" for d in doc["datasets"]}
@@ -308,19 +272,16 @@ def test_dot_and_mermaid_draw_the_same_graph(scenario_files, recorded_jobmanager
     doc, _ = scenario_files
     extra = ("--sql-gateway-url", recorded_gateway.url, "--lineage-dir", str(tmp_path / "lineage"))
     dot_text = _harvest(recorded_jobmanager, tmp_path, "dot", *extra).read_text()
-    assert dot_text == render.dot(doc)
-    svg = render.svg(dot_text)  # Graphviz accepts it
+    assert dot_text == render.dot(doc) and dot_text.startswith("digraph lineage {\n")
     for key in expected_nodes(doc):
-        assert f"<title>{_xml(key)}</title>" in svg
+        assert f'\n  "{key}" [id="n' in dot_text
+    assert dot_text.count(" -> ") == len(doc["edges"]) + len({(j["name"], u) for j in doc["jobs"]
+                                                              for u in j["unresolved"]})
     mermaid = _harvest(recorded_jobmanager, tmp_path, "mermaid", *extra).read_text()
     assert mermaid.startswith("flowchart LR\n") and mermaid == render.mermaid(doc)
     assert mermaid.count(" --> ") == len(doc["edges"])
     assert mermaid.count(" -.- ") == len({(j["name"], u) for j in doc["jobs"] for u in j["unresolved"]})
     assert '[("<b>sensor-readings</b>' in mermaid and '["<b>harvest-resubmitted</b>' in mermaid
-
-
-def _xml(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("-", "&#45;")
 
 
 def test_names_are_escaped_everywhere(tmp_path):
@@ -334,8 +295,8 @@ def test_names_are_escaped_everywhere(tmp_path):
                      "inputs": [odd], "outputs": []}],
            "datasets": [{"name": odd, "namespace": "file", "path": odd[7:], "aliases": [], "platform_instance": None}],
            "edges": [[f"dataset:{odd}", 'flink:job "x" <script>']], "failed_jobs": [{"job_id": "z", "error": "<b>"}]}
-    titles = {t.text for t in ElementTree.fromstring(render.svg(render.dot(doc))).iter(f"{{{SVG}}}title")}
-    assert {render.svg_title(f"dataset:{odd}"), render.svg_title('flink:job "x" <script>')} <= titles
+    titles = {t.text for t in ElementTree.fromstring(render.svg(render.view(doc))).iter(f"{{{SVG}}}title")}
+    assert {f"dataset:{odd}", 'flink:job "x" <script>'} <= titles
     page = render.html_page(doc)
     script = page[page.index('<script type="application/json"'):]
     assert "</script><script>alert" not in page and script.count("</script>") == 2

@@ -4,7 +4,7 @@ expired and cleaned — rows identical, each file sorted by time, nothing refere
 The table is made by the real compaction job (arrow engine, embedded SQLite catalog) run several
 times in this process; conflicts are real concurrent commits; the lease test runs ``lakeflow
 compact`` and ``lakeflow maintain`` as processes together; one test runs against Apache Iceberg's
-REST server on moto S3 (tests/iceberg_rest.py).
+REST server on moto S3 (tests/support/iceberg_rest.py).
 
 The unit tests (no process): tests/unit/test_maintain.py.
 """

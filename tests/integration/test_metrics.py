@@ -53,7 +53,7 @@ ALLOWED_LABELS = {"__name__", "instance", "job", "result", "kind", "le"}
 
 def tool(name: str) -> str:
     path = shutil.which(name)
-    assert path, f"{name} not found: .ci/run installs Debian's prometheus and prometheus-pushgateway"
+    assert path, f"{name} not found: make test installs Debian's prometheus and prometheus-pushgateway (build-support/test-prereqs.sh)"
     return path
 
 

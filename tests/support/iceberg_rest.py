@@ -34,6 +34,7 @@ from typing import Iterator, Sequence
 import pytest
 import requests
 
+from lakeflow.runtime import maven
 from tests.support.fixtures_servers import MotoServer, free_port, run_moto, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,7 +114,7 @@ def _current(marker: Path, digest: str) -> bool:
     return marker.is_file() and marker.read_text() == digest
 
 
-def ensure_server_jars(cache: Path = CACHE, mvn: Sequence[str] = ("mvn",)) -> list[Path]:
+def ensure_server_jars(cache: Path = CACHE, mvn: Sequence[str] | None = None) -> list[Path]:
     """The server's classpath (launcher classes first, then the jars); resolves the jars with Maven
     when they are missing or the pom changed, and compiles the launcher when it changed."""
     cache.mkdir(parents=True, exist_ok=True)
@@ -121,6 +122,10 @@ def ensure_server_jars(cache: Path = CACHE, mvn: Sequence[str] = ("mvn",)) -> li
     with open(cache / ".lock", "w") as lock:      # one resolver at a time (parallel test sessions)
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not _current(jars / ".pom-digest", _digest(POM)):
+            try:
+                mvn = mvn or (maven.mvn(),)  # mvn on PATH, else Maven fetched from Maven Central
+            except maven.MavenUnavailable as exc:
+                raise IcebergRestUnavailable(f"{exc}: cannot fetch {ARTIFACTS}") from None
             if shutil.which(mvn[0]) is None:
                 raise IcebergRestUnavailable(f"Maven ({mvn[0]}) not found: cannot fetch {ARTIFACTS}")
             _resolve(jars, mvn)

@@ -32,6 +32,7 @@ from typing import Iterator, Sequence
 
 import pytest
 
+from lakeflow.runtime import maven
 from tests.support.fixtures_servers import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +69,7 @@ def _java() -> str:
     return java
 
 
-def ensure_kafka_jars(cache: Path = CACHE, mvn: str = "mvn") -> list[Path]:
+def ensure_kafka_jars(cache: Path = CACHE, mvn: str | None = None) -> list[Path]:
     """Kafka's runtime jars; resolved with Maven when missing or when the pom changed."""
     cache.mkdir(parents=True, exist_ok=True)
     jars = cache / "jars"
@@ -77,8 +78,10 @@ def ensure_kafka_jars(cache: Path = CACHE, mvn: str = "mvn") -> list[Path]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         marker = jars / ".pom-digest"
         if not (marker.is_file() and marker.read_text() == digest):
-            if shutil.which(mvn) is None:
-                raise KafkaUnavailable(f"Maven ({mvn}) not found: cannot fetch {ARTIFACTS}")
+            try:
+                mvn = mvn or maven.mvn()  # mvn on PATH, else Maven fetched from Maven Central
+            except maven.MavenUnavailable as exc:
+                raise KafkaUnavailable(f"{exc}: cannot fetch {ARTIFACTS}") from None
             with tempfile.TemporaryDirectory(dir=cache, prefix=".resolve-") as tmp:
                 out = Path(tmp) / "jars"
                 _run([mvn, "-B", "-q", "--strict-checksums", "-f", str(POM), f"-Dmaven.repo.local={tmp}/m2",

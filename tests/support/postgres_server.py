@@ -3,7 +3,7 @@
 
 - :func:`postgres_bin` — the folder holding ``initdb`` / ``pg_ctl`` (``pg_config --bindir``, else
   the newest ``/usr/lib/postgresql/<n>/bin``); :class:`PostgresUnavailable` says what to install
-  when there is none (``.ci/run`` installs ``postgresql``).
+  when there is none (``make test`` installs ``postgresql``: build-support/test-prereqs.sh).
 - :func:`run_postgres` — ``initdb`` (password authentication, scram-sha-256) + ``pg_ctl start``
   in a fresh folder owned by the user that runs it (``postgres`` when the tests run as root: the
   server refuses root), stopped (``pg_ctl stop -m fast``) and removed at the end.
@@ -53,7 +53,7 @@ def postgres_bin() -> Path:
         if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file():
             return folder
     raise PostgresUnavailable("PostgreSQL is not installed (no initdb/pg_ctl): apt-get install postgresql "
-                              "(.ci/run installs it)")
+                              "(make test installs it: build-support/test-prereqs.sh)")
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,7 @@ def test_offline_without_the_jars_names_artifacts_versions_and_folder(
         assert part in message
     monkeypatch.delenv("LAKEFLOW_JARS_OFFLINE")
     monkeypatch.setenv("MVN", "no-such-mvn")
-    with pytest.raises(jars.JarsUnavailable, match=rf"Maven \(mvn\) is not installed.*flink-s3-fs-hadoop:"
+    with pytest.raises(jars.JarsUnavailable, match=rf"no Maven: MVN=no-such-mvn is not an executable.*flink-s3-fs-hadoop:"
                                                    rf"{jars.flink_version()}.*flink-{jars.flink_version()}/"):
         jars.fetch(jars.flink_set())
 

@@ -13,7 +13,9 @@ from datetime import datetime, timedelta, timezone
 import yaml
 
 from lakeflow.compaction.metrics import CompactorMetrics
-from tests.support.fixtures_compaction import REPO
+from tests.support.fixtures_compaction import (
+    REPO,
+)
 
 RULES = REPO / "deploy" / "prometheus" / "lakeflow-rules.yml"
 
