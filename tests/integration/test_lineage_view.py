@@ -20,14 +20,11 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any, Optional
-from xml.etree import ElementTree
 
 import pytest
 
-from lakeflow.cli import main
-from lakeflow.lineage import render
 from lakeflow.lineage.datasets import from_location
-from tests.unit.test_lineage_view import SVG, _harvest, _store, scenario_files  # noqa: F401 (fixtures, constants)
+from tests.unit.test_lineage_view import _harvest, _store, expected_nodes, scenario_files  # noqa: F401 (fixtures, constants)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -179,11 +176,6 @@ def browser(tmp_path_factory):
     b.close()
 
 
-def expected_nodes(doc: dict) -> set[str]:
-    """The node of every job (by name) and every dataset of a harvest."""
-    return {f"{j['engine']}:{j['name']}" for j in doc["jobs"]} | {f"dataset:{d['name']}" for d in doc["datasets"]}
-
-
 def test_the_monitor_sees_requests_and_errors(browser, tmp_path):
     """The checks below are not vacuous: a page that loads something and logs an error is caught."""
     control = tmp_path / "control.html"
@@ -265,70 +257,3 @@ def test_operators_with_vertex_granularity(browser, recorded_jobmanager, recorde
     assert node == sink and "Flink operator" in text and raw[len("dataset:"):] in text and "Upstream operators" in text
     page.click("cluster:flink:harvest-declared-sink")
     assert page.details()[0] == "cluster:flink:harvest-declared-sink"
-
-
-def test_dot_and_mermaid_draw_the_same_graph(scenario_files, recorded_jobmanager, recorded_gateway, recorded_scenario,
-                                             tmp_path):
-    doc, _ = scenario_files
-    extra = ("--sql-gateway-url", recorded_gateway.url, "--lineage-dir", str(tmp_path / "lineage"))
-    dot_text = _harvest(recorded_jobmanager, tmp_path, "dot", *extra).read_text()
-    assert dot_text == render.dot(doc) and dot_text.startswith("digraph lineage {\n")
-    for key in expected_nodes(doc):
-        assert f'\n  "{key}" [id="n' in dot_text
-    assert dot_text.count(" -> ") == len(doc["edges"]) + len({(j["name"], u) for j in doc["jobs"]
-                                                              for u in j["unresolved"]})
-    mermaid = _harvest(recorded_jobmanager, tmp_path, "mermaid", *extra).read_text()
-    assert mermaid.startswith("flowchart LR\n") and mermaid == render.mermaid(doc)
-    assert mermaid.count(" --> ") == len(doc["edges"])
-    assert mermaid.count(" -.- ") == len({(j["name"], u) for j in doc["jobs"] for u in j["unresolved"]})
-    assert '[("<b>sensor-readings</b>' in mermaid and '["<b>harvest-resubmitted</b>' in mermaid
-
-
-def test_names_are_escaped_everywhere(tmp_path):
-    odd = 'file:///data/a "quoted" <b>&amp; dir\\'
-    doc = {"jobs": [{"engine": "flink", "name": 'job "x" <script>', "job_id": "j1", "state": "FAILED",
-                     "inputs": [odd], "outputs": [], "unresolved": ["</script><script>alert(1)</script>"],
-                     "skipped": [], "evidence": {odd: "plan"}}],
-           "runs": [{"engine": "flink", "flow": 'job "x" <script>', "run_id": "j1", "state": "FAILED",
-                     "result": "FAILURE", "type": "STREAMING", "start_ms": 1, "end_ms": 2, "restarts": 0,
-                     "failure": "x < y & z", "records_in": 0, "records_out": 0, "bytes_in": 0, "bytes_out": 0,
-                     "inputs": [odd], "outputs": []}],
-           "datasets": [{"name": odd, "namespace": "file", "path": odd[7:], "aliases": [], "platform_instance": None}],
-           "edges": [[f"dataset:{odd}", 'flink:job "x" <script>']], "failed_jobs": [{"job_id": "z", "error": "<b>"}]}
-    titles = {t.text for t in ElementTree.fromstring(render.svg(render.view(doc))).iter(f"{{{SVG}}}title")}
-    assert {f"dataset:{odd}", 'flink:job "x" <script>'} <= titles
-    page = render.html_page(doc)
-    script = page[page.index('<script type="application/json"'):]
-    assert "</script><script>alert" not in page and script.count("</script>") == 2
-    assert "<b>&amp;" not in page.split("<svg", 1)[0]  # the failed job's error is escaped too
-    assert "#34;" in render.mermaid(doc) and '"quoted"' not in render.mermaid(doc)
-
-
-def test_lineage_view_draws_a_saved_harvest_with_the_newer_store(scenario_files, recorded_scenario, tmp_path, capsys):
-    doc, _ = scenario_files
-    saved = tmp_path / "saved.json"
-    saved.write_text(json.dumps(doc))
-    newer = _store(tmp_path / "newer", recorded_scenario)  # the same run, and a newer one
-    _store(newer, recorded_scenario, run_id="0199b0a4-6f1c-7000-8000-000000000002", day=23, rows=80)
-    out = tmp_path / "view.json"
-    assert main(["lineage", "view", "--harvest", str(saved), "--lineage-dir", str(newer), "--format", "json",
-                 "--output", str(out)]) == 0
-    merged = json.loads(out.read_text())
-    assert {j["name"] for j in merged["jobs"] if j["engine"] == "flink"} == {j["name"] for j in doc["jobs"]
-                                                                             if j["engine"] == "flink"}
-    assert len([r for r in merged["runs"] if r["engine"] == "spark"]) == 2
-    assert sorted(d["name"] for d in merged["datasets"]) == sorted(d["name"] for d in doc["datasets"])  # folded
-    assert sorted(map(tuple, merged["edges"])) == sorted(map(tuple, doc["edges"]))
-    html_out = tmp_path / "view.html"
-    assert main(["lineage", "view", "--harvest", str(saved), "--lineage-dir", str(newer), "--output",
-                 str(html_out)]) == 0
-    assert f"wrote {html_out}" in capsys.readouterr().err
-    text = html_out.read_text()
-    assert "0199b0a4-6f1c-7000-8000-000000000002" in text and "<svg" in text
-
-    store_only = tmp_path / "store.mmd"
-    assert main(["lineage", "view", "--lineage-dir", str(newer), "--format", "mermaid", "--output",
-                 str(store_only)]) == 0
-    assert "lakeflow.compact.iot.sensor-readings-compacted" in store_only.read_text()
-    assert main(["lineage", "view", "--harvest", str(tmp_path / "missing.json")]) == 2
-    assert "missing.json" in capsys.readouterr().err
