@@ -90,9 +90,9 @@ def compact(main, home: Path, *args: str) -> tuple[float, dict]:
 
 def files_per_partition() -> dict[str, int]:
     from lakeflow.compaction.commit import iceberg_catalog
-    from lakeflow.compaction.config import load_config
+    from lakeflow.compaction.config import CompactOptions, load_config
 
-    config = load_config(["--local"])
+    config = load_config(CompactOptions(local=True))
     table = iceberg_catalog(config.settings).load_table((*config.namespace, config.target_table))
     return dict(sorted(Counter(task.file.file_path.split("/")[-2] for task in table.scan().plan_files()).items()))
 

@@ -158,7 +158,8 @@ def test_a_cluster_for_an_s3_table_gets_keyless_settings_and_the_table_profile(
     import yaml
 
     from lakeflow.aws_profile import CREDENTIAL_KEYS, PROVIDERS
-    from lakeflow.flink_cluster import FlinkCluster
+    from lakeflow.runtime.flink_cluster import FlinkCluster
+    from lakeflow.secret import is_secret_key
     from lakeflow.ingest.storage import cluster_storage
     from tests.fixtures_lakekeeper import settings_for as lakekeeper_settings
 
@@ -179,7 +180,7 @@ def test_a_cluster_for_an_s3_table_gets_keyless_settings_and_the_table_profile(
     assert profile is not None and profile.name == "lakeflow.iot.sensor-readings"
     assert profile.credentials_file == (tmp_path / "aws" / "credentials").resolve()
     assert f"TOKEN='{lakekeeper.token}'" in profile.env_file.read_text()
-    cluster = FlinkCluster(tmp_path / "cluster", conf=storage.conf, env=storage.env())
+    cluster = FlinkCluster(tmp_path / "cluster", conf=storage.conf, env=storage.env(), secret_variable=is_secret_key)
     assert {k: cluster.env()[k] for k in profile.env()} == profile.env()
     cluster.write_conf()
     written = cluster.conf_dir / "config.yaml"
@@ -210,8 +211,8 @@ def test_cluster_up_prints_the_profile_and_the_static_token_note(
         lakekeeper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     """The command's wiring, with the start replaced by writing the configuration (the real
     cluster: tests/test_secrets.py)."""
-    from lakeflow.cli import main
-    from lakeflow.flink_cluster import FlinkCluster
+    from lakeflow.cli.main import main
+    from lakeflow.runtime.flink_cluster import FlinkCluster
     from tests.fixtures_lakekeeper import env_for
 
     for key, value in env_for(lakekeeper, LAKEFLOW_HOME=str(tmp_path / "home")).items():
@@ -239,8 +240,8 @@ def test_cluster_up_prints_the_profile_and_the_static_token_note(
 
 def test_cluster_up_hands_the_lineage_endpoint_to_the_listener_and_its_key_to_the_environment(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
-    from lakeflow.cli import main
-    from lakeflow.flink_cluster import FlinkCluster
+    from lakeflow.cli.main import main
+    from lakeflow.runtime.flink_cluster import FlinkCluster
 
     home = tmp_path / "home"
     monkeypatch.setenv("LAKEFLOW_HOME", str(home))

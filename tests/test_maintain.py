@@ -28,7 +28,7 @@ from lakeflow.catalog.errors import CommitConflict
 from lakeflow.compaction import maintain as maintain_module
 from lakeflow.compaction.commit import (LEDGER_PROPERTY, RUN_PROPERTY, SOURCE_PROPERTY, Target, commit,
                                         iceberg_catalog, open_target, reachable)
-from lakeflow.compaction.config import MaintainOptions, load_config
+from lakeflow.compaction.config import CompactOptions, MaintainOptions, load_config
 from lakeflow.compaction.maintain import (MAINTAIN_PROPERTY, MaintainReport, live_files, maintain, pending_runs,
                                           run_maintain)
 from lakeflow.compaction.files import Storage
@@ -83,7 +83,7 @@ def assert_sorted_files(target: Target) -> None:
 
 def open_local_target(home: LakeflowHome) -> Target:
     """The compacted table, loaded as a compaction run loads it."""
-    config = load_config([], home.env)
+    config = load_config(env=home.env)
     source = home.iceberg_table(TARGET).properties[SOURCE_PROPERTY]
     return open_target(iceberg_catalog(config.settings), config.namespace, TARGET, source)
 
@@ -138,7 +138,7 @@ def test_maintain_merges_expires_and_removes_orphans(home: LakeflowHome, monkeyp
     os.utime(storage.uri(f"{crashed.staging}/ts_day={DAYS[0]}/part-00000.parquet").removeprefix("file://"), (OLD, OLD))
     everything = table_files(target)
 
-    config = load_config(["--expire-older-than", "0s", "--keep-last", "2", "--orphan-min-age", "1h"], home.env)
+    config = load_config(CompactOptions(expire_older_than="0s", keep_last=2, orphan_min_age="1h"), home.env)
     dry = replace(config, maintenance=replace(config.maintenance, dry_run=True))
     capsys.readouterr()
     assert run_maintain(dry, as_json=True) == 0

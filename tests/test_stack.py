@@ -18,7 +18,7 @@ import yaml
 from dotenv import dotenv_values
 
 from lakeflow.catalog.base import CatalogError
-from lakeflow.cli import main
+from lakeflow.cli.main import main
 from lakeflow.settings import SettingsError, load_settings
 from lakeflow.stack import (BootstrapResult, LakekeeperAdmin, StackConfig, bootstrap_stack,
                             env_lines, load_stack_config, open_session, wait_healthy)
