@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pytest
 
+from lakeflow.cli.compact import compaction_pipeline, job_options
 from lakeflow.catalog.errors import CommitConflict
 from lakeflow.compaction import maintain as maintain_module
 from lakeflow.compaction.commit import (LEDGER_PROPERTY, RUN_PROPERTY, SOURCE_PROPERTY, Target, commit,
@@ -35,21 +35,19 @@ from lakeflow.compaction.files import Storage
 from lakeflow.compaction.naming import STAGING, STATE_DIR, DataFileStats, intent_name
 from lakeflow.compaction.recovery import Intent, save_intent
 from lakeflow.readings import KEY, NAMES, TIME
-from tests.fixtures_compaction import REPO, LakeflowHome, make_home, readings, write_parts
+from tests.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
 
 DAY_MS = 1763683200000                  # 2025-11-21T00:00:00Z
 MIDNIGHT = DAY_MS + 86_400_000
 DAYS = ("2025-11-21", "2025-11-22")
 TARGET = "sensor-readings-compacted"
-JOB = REPO / "jobs" / "compact.py"
 RUNS = 5
 OLD = time.time() - 3 * 86400           # an mtime older than every minimum age below
 
 
 def compact_in_process(monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
     """One run of jobs/compact.py (arrow engine) in this process."""
-    monkeypatch.setattr(sys, "argv", [str(JOB), "--engine", "arrow", *args])
-    assert runpy.run_path(str(JOB))["main"]() == 0
+    assert compaction_pipeline()(load_config(job_options(["--engine", "arrow", *args]))) == 0
 
 
 def batch(n: int) -> list[dict]:
