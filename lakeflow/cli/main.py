@@ -56,8 +56,6 @@ def run_command(name: str, action: Callable[[], int | None]) -> int:
     one place errors become exit codes."""
     try:
         return int(action() or 0)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
     except Exception as exc:
         code = _exit_code(exc)
         if code is None:
@@ -88,7 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for name in WIRE_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
-    return run_command(f"lakeflow {args.command}", lambda: args.handler(args))
+    try:
+        return run_command(f"lakeflow {args.command}", lambda: args.handler(args))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
