@@ -82,7 +82,7 @@ package: $(JAR) $(PACKAGE_ZIP)  ## build what `flink run` needs (jar + zipped la
 	@echo "Built $(JAR) and $(PACKAGE_ZIP). Submit to the cluster of make cluster-up (FLINK_CONF_DIR under LAKEFLOW_HOME);"
 	@echo "settings and secrets come from the environment / .env.local, never from this command line:"
 	@echo
-	@$(PY) -m lakeflow.ingest.submit
+	@$(VENV)/bin/lakeflow flink-command
 	@echo
 	@echo "Next: run it with NUM_RECORDS=1000 in front (bounded; NUM_RECORDS=-1 streams until cancelled),"
 	@echo "      then make compact and make harvest (while the cluster runs)"
@@ -91,16 +91,16 @@ package: $(JAR) $(PACKAGE_ZIP)  ## build what `flink run` needs (jar + zipped la
 .PHONY: s3-jars sql-gateway-jar connector-jars
 
 s3-jars: install  ## fetch the S3 jars (Flink plugin + hadoop-aws/AWS SDK v2 for Spark) into build/jars/; installs the Flink plugin
-	$(PY) -m lakeflow.runtime.jars flink spark
+	$(VENV)/bin/lakeflow jars flink spark
 
 sql-gateway-jar: install  ## flink-sql-gateway of the wheel's Flink version into build/jars/ (the wheel lacks it; make cluster-up starts it from there)
-	$(PY) -m lakeflow.runtime.jars sql-gateway
+	$(VENV)/bin/lakeflow jars sql-gateway
 
 connector-jars: install  ## Flink's Kafka and JDBC (PostgreSQL) connectors into build/jars/ (the lineage tests' cluster has them in lib/)
-	$(PY) -m lakeflow.runtime.jars kafka-connector jdbc-connector
+	$(VENV)/bin/lakeflow jars kafka-connector jdbc-connector
 
 flink-plugins: install  ## flink-s3-fs-hadoop of the wheel's Flink version into its plugins/s3-fs-hadoop/ (cached in build/jars/)
-	$(PY) -m lakeflow.runtime.jars flink
+	$(VENV)/bin/lakeflow jars flink
 
 bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem/json sink; time to the first file of make run; then from a Kafka topic vs Flink's kafka → filesystem/json SQL job
 	$(PY) bench/bench_ingest.py $(ARGS)
@@ -125,10 +125,10 @@ bench-longrun: install  ## 300 compaction runs of 20 new files over 200,000 comp
 	$(PY) bench/bench_longrun.py $(ARGS)
 
 spark-cds: install  ## the Spark driver JVM's class-data-sharing archive (build/jars/cds/; a local session starts ~2.5 s sooner)
-	$(PY) -m lakeflow.compaction.spark.cds
+	$(VENV)/bin/lakeflow spark-cds
 
 s3a-jars: install  ## hadoop-aws of pyspark's Hadoop version + AWS SDK v2 modules for Spark's s3a:// (build/jars/spark-hadoop-*/)
-	$(PY) -m lakeflow.runtime.jars spark
+	$(VENV)/bin/lakeflow jars spark
 
 .PHONY: iceberg-rest
 iceberg-rest: install  ## the tests' Iceberg REST catalog: Apache Iceberg's REST test server 1.11.0 (+ S3FileIO) into build/iceberg-rest/

@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lakeflow.flink_cluster import FlinkCluster  # noqa: E402
+from lakeflow.runtime.flink_cluster import FlinkCluster  # noqa: E402
+from lakeflow.secret import is_secret_key
 from tests.support.fixtures_servers import free_port  # noqa: E402
 
 JOBS = 25
@@ -44,7 +45,7 @@ def main() -> int:
         shutil.rmtree(args.work)
     args.work.mkdir(parents=True, exist_ok=True)
 
-    cluster = FlinkCluster(args.work / "cluster", rest_port=free_port(), rpc_port=free_port(), slots=4)
+    cluster = FlinkCluster(args.work / "cluster", rest_port=free_port(), rpc_port=free_port(), slots=4, secret_variable=is_secret_key)
     if args.rest_url:
         rest_url = args.rest_url
     else:

@@ -32,6 +32,13 @@ def test_a_bad_port_variable_fails_only_the_command_that_uses_it_in_one_line(tmp
     assert spark.stderr.splitlines() == [
         "lakeflow spark: invalid process settings: SPARK_MASTER_PORT='abc': expected a port number (0 to 65535)"
     ]
+    printed = lakeflow("compact", "--print-command", **bad)  # its default master is $SPARK_MASTER_PORT's
+    assert printed.returncode == 2 and printed.stderr.splitlines() == [
+        "lakeflow compact: invalid process settings: SPARK_MASTER_PORT='abc': expected a port number (0 to 65535)"
+    ]
     status = lakeflow("flink", "status", **bad)  # reads no port: not refused for FLINK_REST_PORT
     assert status.returncode == 1 and status.stdout.strip() == "not running", status.stderr
     assert lakeflow("spark", "up", "--help", **bad).returncode == 0
+    for help_of in ((), ("compact",), ("flink", "up")):  # the root's and others' help read no setting either
+        shown = lakeflow(*help_of, "--help", **bad)
+        assert shown.returncode == 0 and shown.stdout.startswith(f"usage: {' '.join(['lakeflow', *help_of])} ")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.runtime.flink_cluster import FlinkCluster
+from lakeflow.secret import is_secret_key
 from tests.support.fixtures_servers import free_port
 
 SECRET_ENV = {"TOKEN": "static-t0ken-Lq93", "OAUTH_CLIENT_SECRET": "client-s3cret-Mv21",
@@ -33,7 +34,7 @@ def gone(pid: int) -> bool:
 def test_a_stale_pid_file_does_not_get_another_process_killed(tmp_path):
     """The pid in a pid file left by a crashed cluster now belongs to an unrelated process: neither
     `down` nor `status` may take it for the cluster."""
-    cluster = FlinkCluster(tmp_path / "cluster")
+    cluster = FlinkCluster(tmp_path / "cluster", secret_variable=is_secret_key)
     cluster.write_conf()
     other = subprocess.Popen(["sleep", "300"])
     try:
@@ -55,7 +56,7 @@ def test_daemons_start_without_the_callers_secrets(tmp_path, monkeypatch):
     for key, value in SECRET_ENV.items():
         monkeypatch.setenv(key, value)
     cluster = FlinkCluster(tmp_path / "cluster", rest_port=free_port(), rpc_port=free_port(), slots=1,
-                           env={"AWS_PROFILE": "lakeflow.iot.t"})
+                           env={"AWS_PROFILE": "lakeflow.iot.t"}, secret_variable=is_secret_key)
     cluster.start()
     try:
         pids = cluster._pids()
@@ -77,7 +78,7 @@ def test_stop_takes_a_flink_run_not_yet_naming_the_conf_dir_but_never_a_shell_th
     environment (``FLINK_CONF_DIR``): stop() ends it; a shell holding the same variable is left alone."""
     from lakeflow.runtime.homes import flink_home
 
-    cluster = FlinkCluster(tmp_path / "cluster")
+    cluster = FlinkCluster(tmp_path / "cluster", secret_variable=is_secret_key)
     cluster.write_conf()
     env = {**os.environ, "FLINK_CONF_DIR": str(cluster.conf_dir)}
     script = subprocess.Popen(["bash", "-c", "sleep 60; true", str(flink_home() / "bin" / "flink"), "run"], env=env)

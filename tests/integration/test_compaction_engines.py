@@ -26,7 +26,7 @@ from typing import Callable, Iterator, Optional, Union
 import pyarrow as pa
 import pytest
 
-from lakeflow.compaction import commands
+from lakeflow.compaction import launch
 from lakeflow.compaction.arrow.engine import ArrowEngine
 from lakeflow.compaction.arrow.read import SCHEMA
 from lakeflow.compaction.engine import Engine, FileSummary
@@ -216,7 +216,7 @@ def spark_engine(target: Storage) -> Iterator[Callable[[Storage], Engine]]:
 
     engines: list[SparkEngine] = []
     with pytest.MonkeyPatch.context() as patch:
-        for key, value in commands.submit_env(os.environ, commands.spark_options("local[2]")).items():
+        for key, value in launch.submit_env(os.environ, launch.spark_options("local[2]")).items():
             patch.setenv(key, value)
 
         def make(raw: Storage) -> Engine:

@@ -23,7 +23,7 @@ from lakeflow.compaction.engine import EMPTY, MALFORMED
 from lakeflow.compaction.files import Storage
 from lakeflow.compaction.lease import Lease
 from lakeflow.compaction.naming import timestamp
-from lakeflow.compaction.run import EXIT_BUSY
+from lakeflow.cli.main import EXIT_BUSY
 from lakeflow.lineage.openlineage import read_events
 from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_in_progress, write_parts
 

@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 
 from lakeflow.catalog import open_catalog
 from lakeflow.compaction.commit import iceberg_catalog
-from lakeflow.compaction.commands import spark_options, submit_env
+from lakeflow.compaction.launch import spark_options, submit_env
 from lakeflow.credentials import VendedConfig, to_s3a
 from lakeflow.settings import load_settings
 from tests.support.fixtures_compaction import REPO, json_array, readings

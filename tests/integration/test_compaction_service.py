@@ -174,7 +174,7 @@ def test_a_held_lease_is_a_log_line_and_the_next_tick_compacts(home: LakeflowHom
     from lakeflow.compaction.config import load_config
     from lakeflow.compaction.lease import Lease
 
-    config = load_config([], env=home.env)  # the test holds the lease as another compactor would
+    config = load_config(env=home.env)  # the test holds the lease as another compactor would
     target = open_target(iceberg_catalog(config.settings), config.namespace, config.target_table,
                          f"file://{home.raw}")
     write_parts(home.raw, readings("run-a", 100, start_ms=DAY_MS), 10, bucket_folders=True)

@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 
 from lakeflow.aws_profile import PROVIDERS, SDK_V1_OUTPUT_LIMIT, catalog_settings, refreshing, write_profile
 from lakeflow.catalog.lakekeeper import LakekeeperCatalog
-from lakeflow.compaction.commands import submit_env
+from lakeflow.compaction.launch import submit_env
 from lakeflow.runtime.homes import spark_home
 from lakeflow.credentials import to_s3a
 from tests.support.fixtures_lakekeeper import env_for, settings_for

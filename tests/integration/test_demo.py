@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from lakeflow import prereqs
-from lakeflow.flink_cluster import FlinkCluster
 from lakeflow.lineage.emit_json import document
 from lakeflow.lineage.graph import build
 from lakeflow.lineage.render import html_page
 from lakeflow.lineage.spark import merge
+from lakeflow.runtime.flink_cluster import FlinkCluster
+from lakeflow.secret import is_secret_key
 from tests.unit.test_demo import ROOT, _events  # noqa: F401 (fixtures, constants)
 
 
@@ -77,7 +78,7 @@ def test_demo_runs_the_whole_chain_and_stops_its_cluster(tmp_path: Path) -> None
     assert "must-not-reach-the-demo" not in out + proc.stderr + "".join(
         p.read_text() for p in (home / "logs").iterdir())
 
-    cluster = FlinkCluster(home / "cluster")
+    cluster = FlinkCluster(home / "cluster", secret_variable=is_secret_key)
     assert not cluster.running()
     assert not daemons_of(cluster.conf_dir)
     assert "the Flink cluster is stopped" in out
@@ -87,7 +88,7 @@ def test_demo_runs_the_whole_chain_and_stops_its_cluster(tmp_path: Path) -> None
 def test_ctrl_c_stops_the_demo_cluster(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "lakeflow.cli", "demo"], env=demo_env(tmp_path), cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    cluster = FlinkCluster(tmp_path / "demo" / "cluster")
+    cluster = FlinkCluster(tmp_path / "demo" / "cluster", secret_variable=is_secret_key)
     try:
         assert proc.stdout is not None
         for line in proc.stdout:  # step 2 starts once the cluster is up
@@ -145,7 +146,7 @@ def test_make_package_prints_the_flink_run_command_from_the_settings(tmp_path: P
     env_file = tmp_path / "settings.env"
     env_file.write_text(f"LAKEFLOW_HOME={tmp_path / 'state'}\n")
     env = {k: v for k, v in os.environ.items() if k != "LAKEFLOW_HOME"}
-    proc = subprocess.run([sys.executable, "-m", "lakeflow.ingest.submit"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "lakeflow.cli", "flink-command"], capture_output=True, text=True,
                           env={**env, "LAKEFLOW_ENV_FILE": str(env_file)}, cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert f"FLINK_CONF_DIR={tmp_path / 'state' / 'cluster' / 'conf'} " in proc.stdout

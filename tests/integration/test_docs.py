@@ -1,7 +1,7 @@
 """The docs cannot drift from the code: every ``make`` target, ``lakeflow`` subcommand, flag (and
 flag value of a fixed set), environment variable and repository file quoted in README.md,
 ARCHITECTURE.md, docs/*.md and .env.example exists — checked against the Makefile's rules, the real
-argparse parser (``lakeflow.cli.build_parser``), the settings models and the checkout; ARCHITECTURE.md's
+argparse parser (``lakeflow.cli.main.build_parser``), the settings models and the checkout; ARCHITECTURE.md's
 module map names every top-level module and its import table is the code's.
 
 The unit tests (no process): tests/unit/test_docs.py.

@@ -219,7 +219,7 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
     Flink's native lineage names the raw table, but not the topic: for a source made by the Kafka
     SQL connector (5.0.0-2.2) Flink 2.3 reports the table (no namespace, the table's identifier
     as the name) — measured here; the harvest keeps the declared topic and drops that name."""
-    from lakeflow.cli import main
+    from lakeflow.cli.main import main
     from lakeflow.lineage import native
     from lakeflow.lineage.datasets import DatasetId, from_location
     from lakeflow.lineage.store import JOB_NAMESPACE, read_events

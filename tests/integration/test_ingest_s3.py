@@ -14,6 +14,7 @@ secret in the output. A cluster that cannot write the table is refused before su
 
 The unit tests (no process): tests/unit/test_ingest_s3.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,11 +34,12 @@ from botocore.exceptions import ClientError
 
 from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.credentials import to_s3a
-from lakeflow.flink_cluster import FlinkCluster
 from lakeflow.ingest.storage import cluster_storage
 from lakeflow.lineage import datasets
 from lakeflow.readings import FIELDS
+from lakeflow.runtime.flink_cluster import FlinkCluster
 from lakeflow.runtime.homes import flink_home
+from lakeflow.secret import is_secret_key
 from tests.support.fixtures_flink import packaged_job_args
 from tests.support.fixtures_lakekeeper import env_for, settings_for
 from tests.support.fixtures_servers import free_port
@@ -246,7 +248,7 @@ def test_cluster_up_keeps_writing_past_the_credentials_expiry(make_lakekeeper, s
     lakekeeper.warehouse.sts_validity_s = lifetime
     home, rest_port = tmp_path / "cluster", free_port()
     env = job_env(lakekeeper, tmp_path, NUM_RECORDS="6000", BATCH_SIZE="60", BATCH_INTERVAL_MS="400")
-    cluster = FlinkCluster(home)  # the one cluster-up starts: same home, so stop() finds its pids
+    cluster = FlinkCluster(home, secret_variable=is_secret_key)  # the one cluster-up starts: same home, so stop() finds its pids
     try:
         up = subprocess.run([LAKEFLOW, "flink", "up", "--home", str(home), "--rest-port", str(rest_port),
                              "--rpc-port", str(free_port())], env=env, capture_output=True, text=True, timeout=240)

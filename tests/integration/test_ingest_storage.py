@@ -24,8 +24,9 @@ def test_a_cluster_for_an_s3_table_gets_keyless_settings_and_the_table_profile(
     import yaml
 
     from lakeflow.aws_profile import CREDENTIAL_KEYS, PROVIDERS
-    from lakeflow.flink_cluster import FlinkCluster
     from lakeflow.ingest.storage import cluster_storage
+    from lakeflow.runtime.flink_cluster import FlinkCluster
+    from lakeflow.secret import is_secret_key
     from tests.support.fixtures_lakekeeper import settings_for as lakekeeper_settings
 
     monkeypatch.setenv("FLINK_PLUGINS_DIR", str(tmp_path / "plugins"))
@@ -45,7 +46,7 @@ def test_a_cluster_for_an_s3_table_gets_keyless_settings_and_the_table_profile(
     assert profile is not None and profile.name == "lakeflow.iot.sensor-readings"
     assert profile.credentials_file == (tmp_path / "aws" / "credentials").resolve()
     assert f"TOKEN='{lakekeeper.token}'" in profile.env_file.read_text()
-    cluster = FlinkCluster(tmp_path / "cluster", conf=storage.conf, env=storage.env())
+    cluster = FlinkCluster(tmp_path / "cluster", conf=storage.conf, env=storage.env(), secret_variable=is_secret_key)
     assert {k: cluster.env()[k] for k in profile.env()} == profile.env()
     cluster.write_conf()
     written = cluster.conf_dir / "config.yaml"
@@ -76,8 +77,8 @@ def test_cluster_up_prints_the_profile_and_the_static_token_note(
         lakekeeper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     """The command's wiring, with the start replaced by writing the configuration (the real
     cluster: tests/integration/test_secrets.py)."""
-    from lakeflow.cli import main
-    from lakeflow.flink_cluster import FlinkCluster
+    from lakeflow.cli.main import main
+    from lakeflow.runtime.flink_cluster import FlinkCluster
     from tests.support.fixtures_lakekeeper import env_for
 
     for key, value in env_for(lakekeeper, LAKEFLOW_HOME=str(tmp_path / "home")).items():

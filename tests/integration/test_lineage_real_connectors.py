@@ -25,7 +25,8 @@ import pytest
 import requests
 
 from lakeflow.runtime import jars
-from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.runtime.flink_cluster import FlinkCluster
+from lakeflow.secret import is_secret_key
 from lakeflow.lineage import native
 from lakeflow.lineage.config import from_mapping
 from lakeflow.lineage.datasets import DatasetId, from_location
@@ -189,7 +190,7 @@ def stack(kafka_broker: KafkaBroker, postgres_server: PostgresServer,
             "taskmanager.memory.process.size": "2048m", "restart-strategy.type": "none",
             "execution.checkpointing.interval": "2s"}
     cluster = FlinkCluster(work / "cluster", rest_port=free_port(), rpc_port=free_port(), conf=conf,
-                           lib_jars=[LISTENER_JAR, *connectors])
+                           lib_jars=[LISTENER_JAR, *connectors], secret_variable=is_secret_key)
     timings: dict[str, float] = {}
     with ThreadPoolExecutor(max_workers=1) as pool:  # the data is written while the cluster starts
         data = pool.submit(_timed, timings, "data", _write_data, kafka_broker, postgres_server)

@@ -21,13 +21,20 @@ from typing import Iterator
 
 import pytest
 
-from lakeflow.compaction.commit import LEDGER_PROPERTY, RUN_PROPERTY, Target, commit, reachable
-from lakeflow.compaction.maintain import maintain
+from lakeflow.compaction.commit import (
+    LEDGER_PROPERTY,
+    RUN_PROPERTY,
+    Target,
+    commit,
+    reachable,
+)
+from lakeflow.compaction.maintain import (
+    maintain,
+)
 from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
 from tests.unit.test_maintain import (  # noqa: F401 (fixtures, constants)
     DAY_MS,
     DAYS,
-    JOB,
     MIDNIGHT,
     RUNS,
     TARGET,

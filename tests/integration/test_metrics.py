@@ -257,13 +257,14 @@ JOB_METRIC = "flink_taskmanager_job_task_operator_lakeflow_{}"
 def test_prometheus_scrapes_the_flink_job(prometheus: Prometheus, tmp_path: Path) -> None:
     """``lakeflow flink up --metrics-port``: Flink's reporter on the JobManager and the TaskManager;
     the packaged job's own metrics move while readings flow."""
-    from lakeflow.flink_cluster import PROMETHEUS_PORTS, FlinkCluster
+    from lakeflow.runtime.flink_cluster import PROMETHEUS_PORTS, FlinkCluster
     from lakeflow.runtime.homes import flink_home
+    from lakeflow.secret import is_secret_key
     from tests.support.fixtures_flink import packaged_job_args
 
     home = make_home(tmp_path)
     cluster_home, rest_port, port = tmp_path / "cluster", free_port(), free_port()
-    cluster = FlinkCluster(cluster_home, rest_port=rest_port)  # the one flink up starts (same home)
+    cluster = FlinkCluster(cluster_home, rest_port=rest_port, secret_variable=is_secret_key)  # the one flink up starts (same home)
     records = 3000
     env = {**home.env, "NUM_SENSORS": "5", "NUM_RECORDS": str(records), "BATCH_SIZE": "100",
            "BATCH_INTERVAL_MS": "500", "LAKEFLOW_JAR": str(REPO / "build" / "lakeflow-flink.jar")}

@@ -22,7 +22,7 @@ from typing import Iterator
 import pytest
 import requests
 
-from lakeflow.cli import main
+from lakeflow.cli.main import main
 from lakeflow.ingest import sensors
 from lakeflow.lineage import native
 from lakeflow.lineage import openlineage as ol

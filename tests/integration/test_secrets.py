@@ -30,7 +30,8 @@ from lakeflow.aws_profile import CREDENTIAL_KEYS, PROVIDERS
 from lakeflow.catalog.base import CatalogError
 from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.credentials import to_s3a
-from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.runtime.flink_cluster import FlinkCluster
+from lakeflow.secret import is_secret_key
 from lakeflow.settings import load_settings
 from tests.support.fixtures_compaction import REPO, json_array, make_home, readings, write_parts
 from tests.support.fixtures_lakekeeper import env_for
@@ -179,7 +180,7 @@ def test_exceptions_and_reprs_show_no_secret(world: World):
 
 
 def test_files_written_with_secrets_are_private(world: World, tmp_path: Path):
-    cluster = FlinkCluster(tmp_path / "cluster", conf={"fs.s3a.secret.key": "s3cr3t-for-the-taskmanagers"})
+    cluster = FlinkCluster(tmp_path / "cluster", conf={"fs.s3a.secret.key": "s3cr3t-for-the-taskmanagers"}, secret_variable=is_secret_key)
     cluster.write_conf()
     assert stat.S_IMODE((cluster.conf_dir / "config.yaml").stat().st_mode) == 0o600
     assert lakeflow(world.env, "register").returncode == 0
@@ -349,7 +350,7 @@ def test_cluster_up_on_s3_keeps_every_key_out_of_the_cluster(world: World, tmp_p
     env = {**world.env, "FLINK_PLUGINS_DIR": str(plugins)}
     settings = load_settings(world.env)
     vended_before = len(world.lakekeeper.vended_access_keys)
-    cluster = FlinkCluster(home)  # the one cluster-up starts: same home, so stop() finds its pids
+    cluster = FlinkCluster(home, secret_variable=is_secret_key)  # the one cluster-up starts: same home, so stop() finds its pids
     try:
         done = lakeflow(env, "-v", "flink", "up", "--home", str(home), "--rest-port", str(rest_port),
                         "--rpc-port", str(free_port()), timeout=240)

@@ -1,4 +1,4 @@
-"""The compaction job on a real standalone Spark cluster (``lakeflow.spark_cluster``: a master and
+"""The compaction job on a real standalone Spark cluster (``lakeflow.runtime.spark_cluster``: a master and
 a worker from the pyspark wheel), one cluster for the slow tests: ``lakeflow compact --master
 spark://…`` on the embedded catalog; the spark-submit command ``--print-command`` prints, run as it
 is (``--py-files build/lakeflow.zip``) on moto S3 with IAM enforced; an executor JVM killed
@@ -17,8 +17,9 @@ from typing import Iterator
 import pytest
 import requests
 
-from lakeflow.compaction.commands import PACKAGE_ZIP
-from lakeflow.spark_cluster import SparkCluster
+from lakeflow.compaction.launch import PACKAGE_ZIP
+from lakeflow.runtime.spark_cluster import SparkCluster
+from lakeflow.secret import is_secret_key
 from tests.support.fixtures_servers import free_port
 from tests.chaos.compaction_faults import DAY, table_keys
 from tests.chaos.spark_faults import executor_kill
@@ -47,7 +48,7 @@ def test_print_command_aims_at_the_spark_up_cluster_with_the_package(tmp_path: P
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """One cluster for the module, started from an environment holding a secret variable."""
-    spark = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), port=free_port(), cores=2, memory="1g")
+    spark = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), port=free_port(), cores=2, memory="1g", secret_variable=is_secret_key)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TOKEN", SECRET)
         spark.start()

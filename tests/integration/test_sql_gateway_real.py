@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 import requests
 
-from lakeflow.cli import main
+from lakeflow.cli.main import main
 from lakeflow.lineage.flink_rest import Connection, FlinkRestError
 from lakeflow.lineage.plan import TableRef
 from lakeflow.lineage.sql_gateway import SqlGatewayClient

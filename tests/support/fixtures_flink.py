@@ -8,7 +8,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.runtime.flink_cluster import FlinkCluster
+from lakeflow.secret import is_secret_key
 from tests.support.fixtures_servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ def packaged_job_args(*job_args: str) -> list[str]:
 def flink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FlinkCluster]:
     """JobManager + TaskManager (2 slots) on free localhost ports; stopped at session end."""
     cluster = FlinkCluster(tmp_path_factory.mktemp("flink-cluster"), rest_port=free_port(),
-                           rpc_port=free_port())
+                           rpc_port=free_port(), secret_variable=is_secret_key)
     cluster.start()
     try:
         yield cluster
@@ -42,7 +43,7 @@ def make_flink_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cal
 
     def make(**kwargs) -> FlinkCluster:
         cluster = FlinkCluster(tmp_path_factory.mktemp("flink-cluster"), rest_port=free_port(),
-                               rpc_port=free_port(), **kwargs)
+                               rpc_port=free_port(), **kwargs, secret_variable=is_secret_key)
         started.append(cluster)
         cluster.start()
         return cluster

@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 import requests
 
-from lakeflow.http import free_ports
+from lakeflow.runtime.ports import free_ports
 
 
 def free_port() -> int:

@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from lakeflow.runtime import jars
-from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.runtime.flink_cluster import FlinkCluster
 from tests.support.fixtures_servers import free_port
 
 

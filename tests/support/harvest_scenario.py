@@ -17,7 +17,8 @@ from pathlib import Path
 
 import requests
 
-from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.runtime.flink_cluster import FlinkCluster
+from lakeflow.secret import is_secret_key
 
 JOBS_DIR = Path(__file__).parents[1] / "harvest_jobs"
 RECORDING = Path(__file__).parents[1] / "fixtures" / "harvest" / "cluster"
@@ -156,7 +157,7 @@ def main() -> int:
     work = Path("/tmp/lakeflow-harvest-recording")
     if work.exists():
         shutil.rmtree(work)
-    cluster = FlinkCluster(work / "cluster", rest_port=free_port(), rpc_port=free_port())
+    cluster = FlinkCluster(work / "cluster", rest_port=free_port(), rpc_port=free_port(), secret_variable=is_secret_key)
     cluster.start()
     try:
         scenario = submit(cluster, work)

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from lakeflow import cli_reference
-from lakeflow.cli import build_parser
+from lakeflow.cli import reference as cli_reference
+from lakeflow.cli.env_example import sections
+from lakeflow.cli.main import build_parser
 from lakeflow.settings.env import variables
-from lakeflow.settings.example import sections
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_cli_reference_is_current() -> None:
     assert (ROOT / "docs" / "cli.md").read_text() == cli_reference.render(), (
-        "docs/cli.md is stale: .venv/bin/python -m lakeflow.cli_reference > docs/cli.md"
+        "docs/cli.md is stale: .venv/bin/python -m lakeflow.cli.reference > docs/cli.md"
     )
 
 

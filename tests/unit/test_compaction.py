@@ -15,7 +15,7 @@ from pyiceberg.exceptions import ServiceUnavailableError
 
 from lakeflow.catalog.errors import CatalogUnavailable
 from lakeflow.catalog.local import LocalCatalog
-from lakeflow.compaction import commands
+from lakeflow.compaction import launch
 from lakeflow.compaction.commit import (
     LEDGER_PROPERTY,
     CommitConflict,
@@ -24,7 +24,9 @@ from lakeflow.compaction.commit import (
     open_target,
     rest_properties,
 )
-from lakeflow.compaction.config import CRASH_POINTS, job_argv, load_config
+from lakeflow.cli.compact import job_argv, options_of
+from lakeflow.cli.compact import register as register_compact
+from lakeflow.compaction.config import CRASH_POINTS, CompactOptions, load_config
 from lakeflow.compaction.discover import list_parts
 from lakeflow.compaction.engine import EMPTY, MALFORMED
 from lakeflow.compaction.files import FileEntry, Storage
@@ -315,7 +317,7 @@ def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) 
     from lakeflow.lineage.spark import read_runs
 
     env = settings_env(tmp_path / "home")
-    config = load_config([], env)
+    config = load_config(env=env)
     handle = LocalCatalog(config.settings.home).register(("iot",), "sensor-readings")
     raw = raw_table(handle)
     declared = IngestJob.plan(config.settings, handle).job_parameters()
@@ -340,14 +342,14 @@ def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) 
 # --- configuration, launcher --------------------------------------------------------------
 
 def test_config_defaults_and_errors_name_the_variable(tmp_path: Path) -> None:
-    c = load_config([], settings_env(tmp_path))
+    c = load_config(env=settings_env(tmp_path))
     assert (c.target_table, c.target_file_bytes, c.delete_source) == ("sensor-readings-compacted", 128 << 20, False)
     assert (c.delete_min_age_s, c.lease_ttl_s) == (15 * 60, 60)
-    c = load_config(["--target-file-mb", "8", "--delete-source", "--report", "r.json"],
+    c = load_config(CompactOptions(target_file_mb=8, delete_source=True, report=Path("r.json")),
                     settings_env(tmp_path, COMPACT_TABLE="readings_ice"))
     assert (c.target_table, c.target_file_bytes, c.delete_source) == ("readings_ice", 8 << 20, True)
     with pytest.raises(SettingsError) as err:
-        load_config([], settings_env(tmp_path, COMPACT_TARGET_FILE_MB="big", COMPACT_TABLE="sensor-readings",
+        load_config(env=settings_env(tmp_path, COMPACT_TARGET_FILE_MB="big", COMPACT_TABLE="sensor-readings",
                                      LAKEFLOW_COMPACT_CRASH_AT="never"))
     text = str(err.value)
     assert "COMPACT_TARGET_FILE_MB='big'" in text and "COMPACT_TABLE='sensor-readings'" in text
@@ -360,17 +362,17 @@ def test_launcher_puts_no_secret_on_the_command_line(tmp_path: Path) -> None:
 
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
-    commands.register(sub)
+    register_compact(sub)
     args = parser.parse_args(["compact", "--delete-source", "--target-file-mb", "64", "--report", "r.json",
                               "--engine", "spark", "--spark-conf", "spark.sql.shuffle.partitions=4"])
-    options = commands.spark_options(args.master, args.spark_conf)
-    job = [str(commands.JOB), "--target-file-mb", "64", "--engine", "spark", "--delete-source", "--report",
+    options = launch.spark_options(args.master, args.spark_conf)
+    job = [str(launch.JOB), "--target-file-mb", "64", "--engine", "spark", "--delete-source", "--report",
            str(Path("r.json").resolve())]
-    cmd = commands.submit_command(job_argv(args), options)
+    cmd = launch.submit_command(job_argv(options_of(args)), options)
     assert cmd[0].endswith("pyspark/bin/spark-submit") and cmd[1:3] == ["--master", "local[2]"]
     assert cmd[-len(job):] == job
     assert "spark.sql.shuffle.partitions=4" in cmd and "spark.ui.enabled=false" in cmd
-    env = commands.submit_env({"TOKEN": "tok-123", "PATH": "/usr/bin"}, options)
+    env = launch.submit_env({"TOKEN": "tok-123", "PATH": "/usr/bin"}, options)
     assert env["TOKEN"] == "tok-123" and not any("tok-123" in part for part in cmd)
     assert env["SPARK_HOME"].endswith("pyspark") and env["SPARK_LOCAL_IP"] == "127.0.0.1"
     assert shlex.split(env["PYSPARK_SUBMIT_ARGS"]) == [*options, "pyspark-shell"]
@@ -427,7 +429,7 @@ def test_auto_gives_arrow_what_fits_in_half_the_memory_left_under_the_containers
 
 
 def test_compact_arrow_max_mb_unset_means_by_memory_and_set_is_a_number_of_mib(tmp_path: Path) -> None:
-    assert load_config([], settings_env(tmp_path)).arrow_max_bytes is None
-    assert load_config([], settings_env(tmp_path, COMPACT_ARROW_MAX_MB="64")).arrow_max_bytes == 64 << 20
+    assert load_config(env=settings_env(tmp_path)).arrow_max_bytes is None
+    assert load_config(env=settings_env(tmp_path, COMPACT_ARROW_MAX_MB="64")).arrow_max_bytes == 64 << 20
     with pytest.raises(SettingsError, match="COMPACT_ARROW_MAX_MB"):
-        load_config([], settings_env(tmp_path, COMPACT_ARROW_MAX_MB="0"))
+        load_config(env=settings_env(tmp_path, COMPACT_ARROW_MAX_MB="0"))

@@ -11,8 +11,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import runpy
-import sys
 import time
 import uuid
 from collections import Counter
@@ -21,13 +19,15 @@ from typing import Iterator
 
 import pytest
 
+from lakeflow.cli.compact import compaction_pipeline, job_options
 from lakeflow.compaction.commit import LEDGER_PROPERTY, commit, iceberg_catalog, open_target
+from lakeflow.compaction.config import load_config
 from lakeflow.compaction.discover import list_parts
 from lakeflow.compaction.files import Storage
 from lakeflow.compaction.ledger import COMPACTED, Ledger, RunRecord, entries_for
 from lakeflow.compaction.naming import STATE_DIR
 from lakeflow.settings import load_settings
-from tests.support.fixtures_compaction import REPO, LakeflowHome, make_home, readings, write_parts
+from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
 
 HOUR_MS = 3_600_000
 
@@ -39,9 +39,6 @@ BUCKETS = 40                   # compacted hour buckets before the runs under te
 
 
 TARGET = "sensor-readings-compacted"
-
-
-JOB = REPO / "jobs" / "compact.py"
 
 
 def bucket(h: int) -> str:
@@ -93,8 +90,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Calls]:
 def compact(monkeypatch: pytest.MonkeyPatch, home: LakeflowHome, *args: str) -> dict:
     """One run of jobs/compact.py (arrow engine) in this process; its JSON report."""
     report = home.home.parent / f"report-{uuid.uuid4()}.json"
-    monkeypatch.setattr(sys, "argv", [str(JOB), "--engine", "arrow", "--report", str(report), *args])
-    assert runpy.run_path(str(JOB))["main"]() == 0
+    assert compaction_pipeline()(load_config(job_options(["--engine", "arrow", "--report", str(report), *args]))) == 0
     return json.loads(report.read_text())
 
 

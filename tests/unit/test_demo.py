@@ -58,8 +58,8 @@ def test_compaction_events_carry_the_engine_and_lakeflow_as_integration() -> Non
 
 
 def test_every_step_names_the_next_commands() -> None:
-    from lakeflow.compaction.report import next_steps as after_compact
-    from lakeflow.lineage.commands import next_steps as after_harvest
+    from lakeflow.cli.compact import next_steps as after_compact
+    from lakeflow.cli.lineage import next_steps as after_harvest
 
     sys.path.insert(0, str(ROOT / "jobs"))
     try:

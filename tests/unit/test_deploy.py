@@ -46,7 +46,7 @@ def test_what_each_image_copies_is_in_the_repository_or_built_by_make(name: str)
     built = {"build/lakeflow-flink.jar": "make jar", "build/jars/spark-hadoop-*/*.jar": "make s3a-jars"}
     makefile = (REPO / "Makefile").read_text()
     assert "$(JAR): " in makefile and "JAR := build/lakeflow-flink.jar" in makefile
-    assert "s3a-jars: install" in makefile and "lakeflow.runtime.jars spark" in makefile
+    assert "s3a-jars: install" in makefile and "lakeflow jars spark" in makefile
     # .dockerignore excludes everything ("*") but what it names with "!"
     allowed = [p[1:].rstrip("/") for p in (REPO / ".dockerignore").read_text().splitlines() if p.startswith("!")]
     for line in re.findall(r"^COPY (?!--from)(.+)$", _dockerfile(name), re.M):

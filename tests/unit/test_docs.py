@@ -1,7 +1,7 @@
 """The docs cannot drift from the code: every ``make`` target, ``lakeflow`` subcommand, flag (and
 flag value of a fixed set), environment variable and repository file quoted in README.md,
 ARCHITECTURE.md, docs/*.md and .env.example exists — checked against the Makefile's rules, the real
-argparse parser (``lakeflow.cli.build_parser``), the settings models and the checkout; ARCHITECTURE.md's
+argparse parser (``lakeflow.cli.main.build_parser``), the settings models and the checkout; ARCHITECTURE.md's
 module map names every top-level module and its import table is the code's.
 
 Unit tests: they start no process. The real-process tests: tests/integration/test_docs.py."""
@@ -18,9 +18,9 @@ from typing import Iterator, Optional
 
 import pytest
 
-from lakeflow.cli import build_parser
+from lakeflow.cli.env_example import sections
+from lakeflow.cli.main import build_parser
 from lakeflow.settings.env import variables
-from lakeflow.settings.example import sections
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from lakeflow.cli import main
+from lakeflow.cli.main import main
 from lakeflow.lineage.config import CatalogPlatform, ConfigError, from_mapping, load_recipe
 
 RECIPE = """

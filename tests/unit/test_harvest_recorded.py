@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lakeflow.cli import main
+from lakeflow.cli.main import main
 from lakeflow.lineage.datasets import catalog_alias, from_location
 from lakeflow.lineage.openlineage import dataset, run_event, write_event
 from tests.standins.datahub_gms import GmsStandIn

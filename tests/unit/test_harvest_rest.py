@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from lakeflow.cli import main
+from lakeflow.cli.main import main
 from lakeflow.lineage.flink_rest import MAX_BODY_BYTES, Auth, Connection, FlinkRestClient, FlinkRestError
 from lakeflow.secret import Secret
 from tests.standins.flink_rest import Answer

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lakeflow.cli import main
+from lakeflow.cli.main import main
 from lakeflow.lineage import state
 from tests.standins.flink_rest import Answer
 

@@ -149,8 +149,8 @@ def test_plugin_is_copied_from_flink_home_opt(tmp_path: Path, monkeypatch: pytes
 
 def test_cluster_up_hands_the_lineage_endpoint_to_the_listener_and_its_key_to_the_environment(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
-    from lakeflow.cli import main
-    from lakeflow.flink_cluster import FlinkCluster
+    from lakeflow.cli.main import main
+    from lakeflow.runtime.flink_cluster import FlinkCluster
 
     home = tmp_path / "home"
     monkeypatch.setenv("LAKEFLOW_HOME", str(home))

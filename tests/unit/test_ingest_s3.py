@@ -3,6 +3,7 @@ SDK v1) and its recoverable writer, against moto with IAM enforced, through a La
 that vends STS credentials scoped to the table's prefix.
 
 Unit tests: they start no process. The real-process tests: tests/integration/test_ingest_s3.py."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,7 +1,10 @@
-"""lakeflow's module layout (fast, reads source only): no import cycle, counting the imports inside
-functions too; the runtime layer (``lakeflow.runtime``: where Flink and Spark are, jars, processes,
-memory, the class archive) a leaf that imports no other lakeflow module; and pyspark imported only
-by the Spark engine's modules, so an arrow compaction run never loads it.
+"""lakeflow's module layout (fast, reads source only): the layers, each importing only its own and
+those below it — ``cli`` (the only code parsing arguments) → the domain (catalog, ingest, compaction,
+lineage, query, stack, aws_profile, demo) → the shared leaves (settings, credentials, auth, http,
+secret, uris, readings) → the runtime layer (``lakeflow.runtime``: where Flink and Spark are, jars,
+processes, memory, the class archive, the cluster managers, ports, private files), a leaf that imports
+no other lakeflow module; no import cycle; and pyspark imported only by the Spark engine's modules, so
+an arrow compaction run never loads it. Imports inside functions count everywhere.
 
 A module's *module-level* imports are those its body runs on import: not those inside functions,
 nor those under ``if TYPE_CHECKING:``. Importing ``a.b.c`` also runs ``a`` and ``a.b``. Its
@@ -16,6 +19,15 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "lakeflow"
+# Each top-level part of lakeflow → its layer; a module imports its own layer and those below only.
+LAYERS = {
+    "cli": 3,  # parses arguments, prints for people
+    **dict.fromkeys(("catalog", "ingest", "compaction", "lineage", "query", "stack", "aws_profile", "demo"), 2),
+    **dict.fromkeys(("settings", "credentials", "auth", "http", "secret", "uris", "readings"), 1),
+    "runtime": 0,  # a leaf: imports no other lakeflow module
+    "__init__": 0,  # the version
+    "prereqs": 0,  # run before the virtualenv exists: the standard library only
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -135,9 +147,48 @@ def test_no_import_cycle_even_inside_functions() -> None:
 def test_the_runtime_layer_imports_no_other_lakeflow_module() -> None:
     graph = import_graph(inside_functions=True)
     runtime = {n for n in graph if n.startswith("lakeflow.runtime")}
-    assert runtime >= {"lakeflow.runtime.homes", "lakeflow.runtime.jars", "lakeflow.runtime.processes"}
+    assert runtime >= {"lakeflow.runtime.homes", "lakeflow.runtime.jars", "lakeflow.runtime.processes",
+                       "lakeflow.runtime.flink_cluster", "lakeflow.runtime.spark_cluster"}
     upward = {n: sorted(d) for n in runtime if (d := graph[n] - runtime - {"lakeflow"})}
     assert not upward, f"lakeflow.runtime modules importing the layers above: {upward}"
+
+
+def _part(module: str) -> str:
+    """The top-level part of lakeflow a module belongs to (``__init__`` for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_part_has_a_layer() -> None:
+    assert {_part(n) for n in _modules()} == set(LAYERS)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``module → dependency`` for every import into a higher layer."""
+    return sorted(f"{n} → {d}" for n, deps in graph.items() for d in deps if LAYERS[_part(d)] > LAYERS[_part(n)])
+
+
+def test_each_layer_imports_only_its_own_and_those_below_even_inside_functions() -> None:
+    upward = upward_imports(import_graph(inside_functions=True))
+    assert not upward, "imports into a higher layer: " + "; ".join(upward)
+
+
+def test_the_layer_check_can_fail() -> None:
+    """A domain module importing the CLI, or a leaf the domain, is caught; downward imports are not."""
+    graph = {
+        "lakeflow.compaction.report": {"lakeflow.cli.output", "lakeflow.settings"},
+        "lakeflow.settings.env": {"lakeflow.stack", "lakeflow.runtime.files"},
+        "lakeflow.cli.main": {"lakeflow.compaction.lease", "lakeflow.runtime.ports", "lakeflow"},
+    }
+    assert upward_imports(graph) == ["lakeflow.compaction.report → lakeflow.cli.output",
+                                     "lakeflow.settings.env → lakeflow.stack"]
+
+
+def test_only_the_cli_parses_arguments() -> None:
+    """argparse is imported by ``lakeflow.cli`` alone (inside functions too)."""
+    modules = _modules()
+    parsing = sorted(n for n, path in modules.items() if "argparse" in module_imports(n, path, inside_functions=True))
+    assert parsing and all(n.startswith("lakeflow.cli.") for n in parsing), parsing
 
 
 @pytest.mark.parametrize("leaf", ["lakeflow.readings", "lakeflow.uris", "lakeflow.compaction.engine"])

@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from lakeflow.cli import main
+from lakeflow.cli.main import main
 from lakeflow.lineage import openlineage as ol
 from lakeflow.lineage import render
 from lakeflow.lineage.datasets import catalog_alias, from_location

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
-import sys
 import time
 import uuid
 from dataclasses import replace
@@ -19,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 from lakeflow.catalog.errors import CommitConflict
+from lakeflow.cli.compact import compaction_pipeline, job_options
 from lakeflow.compaction import maintain as maintain_module
 from lakeflow.compaction.commit import (
     LEDGER_PROPERTY,
@@ -29,7 +28,7 @@ from lakeflow.compaction.commit import (
     open_target,
     reachable,
 )
-from lakeflow.compaction.config import MaintainOptions, load_config
+from lakeflow.compaction.config import CompactOptions, MaintainOptions, load_config
 from lakeflow.compaction.files import Storage
 from lakeflow.compaction.maintain import (
     MAINTAIN_PROPERTY,
@@ -42,7 +41,7 @@ from lakeflow.compaction.maintain import (
 from lakeflow.compaction.naming import STAGING, STATE_DIR, DataFileStats, intent_name
 from lakeflow.compaction.recovery import Intent, save_intent
 from lakeflow.readings import KEY, NAMES, TIME
-from tests.support.fixtures_compaction import REPO, LakeflowHome, make_home, readings, write_parts
+from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
 
 DAY_MS = 1763683200000                  # 2025-11-21T00:00:00Z
 
@@ -56,9 +55,6 @@ DAYS = ("2025-11-21", "2025-11-22")
 TARGET = "sensor-readings-compacted"
 
 
-JOB = REPO / "jobs" / "compact.py"
-
-
 RUNS = 5
 
 
@@ -67,8 +63,7 @@ OLD = time.time() - 3 * 86400           # an mtime older than every minimum age 
 
 def compact_in_process(monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
     """One run of jobs/compact.py (arrow engine) in this process."""
-    monkeypatch.setattr(sys, "argv", [str(JOB), "--engine", "arrow", *args])
-    assert runpy.run_path(str(JOB))["main"]() == 0
+    assert compaction_pipeline()(load_config(job_options(["--engine", "arrow", *args]))) == 0
 
 
 def batch(n: int) -> list[dict]:
@@ -102,7 +97,7 @@ def assert_sorted_files(target: Target) -> None:
 
 def open_local_target(home: LakeflowHome) -> Target:
     """The compacted table, loaded as a compaction run loads it."""
-    config = load_config([], home.env)
+    config = load_config(env=home.env)
     source = home.iceberg_table(TARGET).properties[SOURCE_PROPERTY]
     return open_target(iceberg_catalog(config.settings), config.namespace, TARGET, source)
 
@@ -157,7 +152,7 @@ def test_maintain_merges_expires_and_removes_orphans(home: LakeflowHome, monkeyp
     os.utime(storage.uri(f"{crashed.staging}/ts_day={DAYS[0]}/part-00000.parquet").removeprefix("file://"), (OLD, OLD))
     everything = table_files(target)
 
-    config = load_config(["--expire-older-than", "0s", "--keep-last", "2", "--orphan-min-age", "1h"], home.env)
+    config = load_config(CompactOptions(expire_older_than="0s", keep_last=2, orphan_min_age="1h"), home.env)
     dry = replace(config, maintenance=replace(config.maintenance, dry_run=True))
     capsys.readouterr()
     assert run_maintain(dry, as_json=True) == 0

@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 
-from lakeflow.cli import main
+from lakeflow.cli.main import main
 from lakeflow.lineage import openlineage as ol
 from lakeflow.lineage.datasets import catalog_alias, from_location
 from lakeflow.lineage.store import read_events
@@ -120,7 +120,7 @@ def _compaction(tmp_path: Path):
     from lakeflow.compaction.source import raw_table
 
     env = {"LAKEFLOW_HOME": str(tmp_path / "home"), "LAKEFLOW_ENV_FILE": str(tmp_path / "none.env")}
-    config = load_config([], env)
+    config = load_config(env=env)
     raw = raw_table(LocalCatalog(config.settings.home).register(("iot",), "sensor-readings"))
     target = open_target(iceberg_catalog(config.settings), ("iot",), config.target_table, raw.location)
     return config, raw, target, CompactionReport(run_id=config.run_id, source=raw.location, target=config.target_name)

@@ -18,7 +18,7 @@ from typing import Callable
 
 import pytest
 
-from lakeflow.cli import main
+from lakeflow.cli.main import main
 from lakeflow.compaction.schema import iceberg_schema, partition_spec
 from lakeflow.query import day_bounds, time_filter
 from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from lakeflow.aws_profile import write_profile
-from lakeflow.flink_cluster import FlinkCluster
-from lakeflow.secret import write_private
+from lakeflow.runtime.flink_cluster import FlinkCluster
+from lakeflow.secret import is_secret_key
+from lakeflow.runtime.files import write_private
 from lakeflow.stack import write_env
 
 
@@ -65,7 +66,7 @@ def test_profile_files_are_private_despite_a_stale_temp_file(tmp_path, open_umas
 
 
 def test_flink_config_becomes_private(tmp_path, open_umask):
-    cluster = FlinkCluster(tmp_path / "cluster", conf={"fs.s3a.secret.key": "s3cr3t"})
+    cluster = FlinkCluster(tmp_path / "cluster", conf={"fs.s3a.secret.key": "s3cr3t"}, secret_variable=is_secret_key)
     cluster.conf_dir.mkdir(parents=True)
     (cluster.conf_dir / "config.yaml").write_text("rest.port: 1\n")
     (cluster.conf_dir / "config.yaml").chmod(0o644)

@@ -126,11 +126,11 @@ def documented() -> set[str]:
 
 
 def test_env_example_is_the_models_rendered():
-    from lakeflow.settings.example import render, sections
+    from lakeflow.cli.env_example import render, sections
     from lakeflow.settings.env import variables
 
     assert (REPO / ".env.example").read_text() == render(), \
-        "stale .env.example: python -m lakeflow.settings --env-example > .env.example"
+        "stale .env.example: python -m lakeflow.cli.env_example > .env.example"
     names = {name for model in sections() for name in variables(model)}
     assert documented() == names
     for model in sections():

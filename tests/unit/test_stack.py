@@ -19,7 +19,7 @@ import yaml
 from dotenv import dotenv_values
 
 from lakeflow.catalog.base import CatalogError
-from lakeflow.cli import main
+from lakeflow.cli.main import main
 from lakeflow.settings import SettingsError, load_settings
 from lakeflow.stack import (
     BootstrapResult,

@@ -1,4 +1,5 @@
-"""``.env.example`` written from the settings models: each variable's description, default and
+"""``.env.example`` written from the settings models (``python -m lakeflow.cli.env_example >
+.env.example``): each variable's description, default and
 example come from its field, so the file and the code cannot drift (tests/unit/test_settings.py checks)."""
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ HEADER = """\
 lakeflow settings. Copy to .env.local (git-ignored): as is, lakeflow uses its embedded local
 catalog and emits a bounded demo of NUM_RECORDS readings (50 a second); uncomment and set what you need. The
 environment wins over the file; LAKEFLOW_ENV_FILE names another file. Every variable below shows
-its default (or an example). Generated from the settings models: `python -m lakeflow.settings
---env-example > .env.example`; edit the field descriptions, not this file."""
+its default (or an example). Generated from the settings models: `python -m
+lakeflow.cli.env_example > .env.example`; edit the field descriptions, not this file."""
 FOOTER = """\
 Long-running jobs refreshing their credentials (docs/operations.md) also need the AWS SDK's own
 AWS_PROFILE and AWS_SHARED_CREDENTIALS_FILE / AWS_CREDENTIAL_PROFILES_FILE in the environment of
@@ -76,13 +77,5 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m lakeflow.settings", description="Print .env.example, written from the settings models."
-    )
-    parser.add_argument("--env-example", action="store_true", required=True, help="print .env.example")
-    parser.parse_args(argv)
+if __name__ == "__main__":
     print(render(), end="")
-    return 0

@@ -292,7 +292,7 @@ def _run(args: argparse.Namespace, cfg, token, env: HarvestEnv) -> int:
 
 def next_steps(fmt: str, output: str) -> str:
     """The natural next command after a harvest in ``fmt`` written to ``output``."""
-    from lakeflow.cli import shown
+    from lakeflow.cli.output import shown
 
     if fmt == "html" and output != "-":
         return f"Next: open {Path(output).resolve().as_uri()} in a browser (the lineage page; offline)"

@@ -1,6 +1,6 @@
 """``lakeflow flink up | down | status``: the local standalone Flink cluster the ingestion job runs on.
 
-``up`` starts the wheel's Flink (:mod:`lakeflow.flink_cluster`) able to write the table: for an S3
+``up`` starts the wheel's Flink (:mod:`lakeflow.runtime.flink_cluster`) able to write the table: for an S3
 table it writes the table's AWS profile and puts keyless ``fs.s3a.*`` settings into its config.yaml
 (:func:`lakeflow.ingest.storage.cluster_storage`); it reports every job's lineage natively
 (lakeflow's ``JobStatusChangedListener``, into the lineage store) unless ``--no-native-lineage``;
@@ -100,13 +100,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _flink(args: argparse.Namespace) -> int:
-    from lakeflow.flink_cluster import FlinkCluster
+    from lakeflow.runtime.flink_cluster import FlinkCluster
+    from lakeflow.secret import is_secret_key
     from lakeflow.settings.core import LocalState
     from lakeflow.settings.env import load_only
 
     if args.flink_command == "up":
         return _up(args)
-    cluster = FlinkCluster(args.home or load_only(LocalState, ["LAKEFLOW_HOME"], "settings").home / "cluster")
+    cluster = FlinkCluster(
+        args.home or load_only(LocalState, ["LAKEFLOW_HOME"], "settings").home / "cluster",
+        secret_variable=is_secret_key,
+    )
     if args.flink_command == "down":
         cluster.stop()
         print("Flink cluster stopped")
@@ -119,13 +123,14 @@ def _flink(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     from lakeflow.aws_profile import ProfileError, renewal_note
-    from lakeflow.flink_cluster import PROMETHEUS_PORTS, FlinkCluster, prometheus_reporter
     from lakeflow.ingest import IngestError
     from lakeflow.ingest.sink import jar_path
     from lakeflow.ingest.storage import cluster_storage
     from lakeflow.lineage.config import HarvestEnv
     from lakeflow.lineage.native import listener_conf
+    from lakeflow.runtime.flink_cluster import PROMETHEUS_PORTS, FlinkCluster, prometheus_reporter
     from lakeflow.runtime.jars import JarsUnavailable
+    from lakeflow.secret import is_secret_key
     from lakeflow.settings import environment, load_settings
     from lakeflow.settings.env import load_only
     from lakeflow.settings.process import ProcessEnvironment
@@ -175,6 +180,7 @@ def _up(args: argparse.Namespace) -> int:
         conf={**storage.conf, **lineage, **metrics},
         env={**storage.env(), **lineage_env},
         lib_jars=lib_jars,
+        secret_variable=is_secret_key,
     )
     if cluster.running():
         print(f"already running: {cluster.rest_url} (stop it first to change its settings: make cluster-down)")

@@ -4,7 +4,8 @@ Everything private to one directory: its own ``FLINK_CONF_DIR`` (copied from ``p
 REST on localhost at a chosen port, its own RPC port, pid and log directories — so a stop never
 touches another cluster on the machine, nor a process that took over a stale pid file's number
 (a pid counts only while ``/proc/<pid>/cmdline`` shows a Flink daemon of this conf dir). The
-daemons start without the caller's secret variables (TOKEN, OAUTH_CLIENT_SECRET, …). Opt-in:
+daemons start without the caller's secret variables (TOKEN, OAUTH_CLIENT_SECRET, …: those its
+``secret_variable`` names, e.g. :func:`lakeflow.secret.is_secret_key`). Opt-in:
 Flink's SQL Gateway (:meth:`FlinkCluster.start_sql_gateway`), REST on 127.0.0.1, submitting to
 this cluster and stopped with it. Used by ``lakeflow flink up|down`` (``make cluster-up`` /
 ``cluster-down``) and tests.
@@ -18,16 +19,16 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import requests
 import yaml
 
+from lakeflow.runtime.files import write_private
 from lakeflow.runtime.homes import flink_home
 from lakeflow.runtime.processes import all_pids, cmdline, environ, kill_first, stop_all
-from lakeflow.secret import is_secret_key, write_private
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,8 @@ def prometheus_reporter(port: int) -> dict[str, str]:
 
 class FlinkCluster:
     """One JobManager + one TaskManager under ``home`` (conf/, log/, pid/); ``conf`` goes into their
-    config.yaml, ``env`` into the environment they start with (e.g. an AWS profile's variables)."""
+    config.yaml, ``env`` into the environment they start with (e.g. an AWS profile's variables); the
+    caller's variables that ``secret_variable`` names stay out of the daemons' environment."""
 
     def __init__(
         self,
@@ -92,8 +94,11 @@ class FlinkCluster:
         conf: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
         lib_jars: Sequence[Path] = (),
+        *,
+        secret_variable: Callable[[str], bool],
     ) -> None:
         self.home = Path(home).resolve()
+        self.secret_variable = secret_variable
         self._env = dict(env or {})
         self.lib_jars = tuple(Path(j).resolve() for j in lib_jars)  # on every JVM's classpath (lib/)
         self.rest_port = rest_port
@@ -135,7 +140,7 @@ class FlinkCluster:
     def daemon_env(self) -> dict[str, str]:
         """Environment the daemons start with: :meth:`env` without the caller's secret variables
         (the ``env`` given to the cluster is kept whole)."""
-        return self._env_over({k: v for k, v in os.environ.items() if not is_secret_key(k)})
+        return self._env_over({k: v for k, v in os.environ.items() if not self.secret_variable(k)})
 
     def _env_over(self, base: Mapping[str, str]) -> dict[str, str]:
         venv_bin = str(Path(sys.executable).parent)

@@ -6,29 +6,25 @@ directories (``work/``). A pid counts only while ``/proc/<pid>/cmdline`` shows a
 started with this directory's properties file, so a stop never touches another cluster nor a
 process that took over a stale pid file's number. The daemons — and so the executors the worker
 launches — start without the caller's secret variables; a job's storage credentials reach the
-executors in the Hadoop configuration its driver sets. Used by ``make spark-up`` / ``spark-down``
-and tests.
+executors in the Hadoop configuration its driver sets. Used by ``lakeflow spark up|down|status``
+(``make spark-up`` / ``spark-down``) and tests.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import requests
 
-from lakeflow.http import free_ports
 from lakeflow.runtime.homes import spark_home
+from lakeflow.runtime.ports import free_ports
 from lakeflow.runtime.processes import all_pids, cmdline, kill_first, parent, stop_all
-from lakeflow.secret import is_secret_key
-from lakeflow.settings.core import LocalState
-from lakeflow.settings.env import load_only
-from lakeflow.settings.process import ProcessEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +32,6 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 HOST = "127.0.0.1"
-SPARK_UP_VARIABLES = ("SPARK_MASTER_PORT", "SPARK_MASTER_WEBUI_PORT", "SPARK_WORKER_CORES", "SPARK_WORKER_MEMORY")
 STOP_TIMEOUT_S = 10.0  # SIGTERM, then SIGKILL
 PROPERTIES = {
     "spark.master.rest.enabled": "false",  # no REST submission server (unauthenticated, fixed port 6066)
@@ -45,18 +40,23 @@ PROPERTIES = {
 }
 
 
-def default_master() -> str:
-    """The master of ``make spark-up``: ``spark://127.0.0.1:$SPARK_MASTER_PORT`` (default 7077)."""
-    port = load_only(ProcessEnvironment, ["SPARK_MASTER_PORT"], "process settings").spark_master_port
-    return f"spark://{HOST}:{port}"
-
-
 class SparkCluster:
     """One master and one worker (``cores`` cores, ``memory`` for its executors) under ``home``.
-    Web UIs bind to 127.0.0.1 on ``webui_port`` (master) and a free port (worker); 0: a free port."""
+    Web UIs bind to 127.0.0.1 on ``webui_port`` (master) and a free port (worker); 0: a free port.
+    The caller's variables that ``secret_variable`` names stay out of the daemons' environment."""
 
-    def __init__(self, home: Path, port: int = 7077, webui_port: int = 0, cores: int = 2, memory: str = "1g") -> None:
+    def __init__(
+        self,
+        home: Path,
+        port: int = 7077,
+        webui_port: int = 0,
+        cores: int = 2,
+        memory: str = "1g",
+        *,
+        secret_variable: Callable[[str], bool],
+    ) -> None:
         self.home = Path(home).resolve()
+        self.secret_variable = secret_variable
         self.port = port
         self.cores = cores
         self.memory = memory
@@ -79,7 +79,7 @@ class SparkCluster:
     def daemon_env(self) -> dict[str, str]:
         """The daemons' environment: the caller's without its secret variables, Spark bound to
         127.0.0.1, this virtualenv's Python for PySpark, the daemons' heaps bounded."""
-        env = {k: v for k, v in os.environ.items() if not is_secret_key(k)}
+        env = {k: v for k, v in os.environ.items() if not self.secret_variable(k)}
         return {
             **env,
             "SPARK_HOME": str(spark_home()),
@@ -186,72 +186,3 @@ class SparkCluster:
             if main_class in argv and option in argv[:-1]:
                 return argv[argv.index(option) + 1]
         return None
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``lakeflow spark up|down|status`` (what ``make spark-up/spark-down`` run)."""
-    spark = subparsers.add_parser(
-        "spark",
-        help="a local standalone Spark cluster (make spark-up / spark-down)",
-        description="A local standalone Spark cluster (master + one worker) from the "
-        "pyspark wheel, on 127.0.0.1, for lakeflow compact --master.",
-    )
-    sub = spark.add_subparsers(dest="spark_command", metavar="ACTION", required=True)
-    up = sub.add_parser("up", help="start the master and one worker")
-    up.add_argument(
-        "--port",
-        type=int,
-        help="the master's port (default $SPARK_MASTER_PORT or 7077)",
-    )
-    up.add_argument(
-        "--webui-port",
-        type=int,
-        help="the master's web UI port on 127.0.0.1 (default $SPARK_MASTER_WEBUI_PORT; 0: a free one)",
-    )
-    up.add_argument(
-        "--cores",
-        type=int,
-        help="the worker's cores (default $SPARK_WORKER_CORES or 2)",
-    )
-    up.add_argument(
-        "--memory",
-        help="the worker's memory for executors (default $SPARK_WORKER_MEMORY or 1g)",
-    )
-    for p in (
-        up,
-        sub.add_parser("down", help="stop the cluster"),
-        sub.add_parser("status", help="whether the cluster runs; exit 1 if not"),
-    ):
-        p.add_argument(
-            "--home",
-            type=Path,
-            help="private directory for conf/, log/, pid/, work/ (default $LAKEFLOW_HOME/spark-cluster)",
-        )
-        p.set_defaults(handler=_spark)
-
-
-def _spark(args: argparse.Namespace) -> int:
-    home = args.home or load_only(LocalState, ["LAKEFLOW_HOME"], "settings").home / "spark-cluster"
-    if args.spark_command == "up":
-        env = load_only(ProcessEnvironment, SPARK_UP_VARIABLES, "process settings")
-        cluster = SparkCluster(
-            home,
-            port=env.spark_master_port if args.port is None else args.port,
-            webui_port=env.spark_master_webui_port if args.webui_port is None else args.webui_port,
-            cores=env.spark_worker_cores if args.cores is None else args.cores,
-            memory=env.spark_worker_memory if args.memory is None else args.memory,
-        )
-        if cluster.running():
-            print(f"already running: {cluster.master_url}")
-            return 0
-        cluster.start()
-        print(f"Spark cluster up: {cluster.master_url}  (web UI {cluster.webui_url}, logs {cluster.log_dir})")
-        print(f"Next: lakeflow compact --engine spark --master {cluster.master_url}   (make spark-down to stop it)")
-        return 0
-    cluster = SparkCluster(home)
-    if args.spark_command == "down":
-        cluster.stop()
-        print("Spark cluster stopped")
-        return 0
-    print(f"running at {cluster.master_url} (web UI {cluster.webui_url})" if cluster.running() else "not running")
-    return 0 if cluster.running() else 1

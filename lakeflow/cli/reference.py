@@ -1,6 +1,6 @@
-"""``docs/cli.md`` written from the ``lakeflow`` parser (:func:`lakeflow.cli.build_parser`): every
+"""``docs/cli.md`` written from the ``lakeflow`` parser (:func:`lakeflow.cli.main.build_parser`): every
 command, its usage and its options with their defaults, so the reference cannot drift from the code
-(tests/integration/test_cli.py checks). ``python -m lakeflow.cli_reference > docs/cli.md``."""
+(tests/integration/test_cli.py checks). ``python -m lakeflow.cli.reference > docs/cli.md``."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import argparse
 import sys
 from collections.abc import Iterator
 
-from lakeflow.cli import build_parser
+from lakeflow.cli.main import build_parser
 
 WIDTH = 100  # usage lines are wrapped at this width, whatever the terminal
 HEADER = """\
 # `lakeflow` command reference
 
-Generated from the command's own parsers by `python -m lakeflow.cli_reference > docs/cli.md`
+Generated from the command's own parsers by `python -m lakeflow.cli.reference > docs/cli.md`
 (tests/integration/test_cli.py fails when this file is stale): edit the `help=` texts in the code, not this
 file. Every command also answers `--help`. Settings (environment variables, `.env.local`) are
 documented in `.env.example`; an option's default that names a variable is read when the command
@@ -25,11 +25,13 @@ runs, never while its arguments are parsed.
 def commands(
     parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
 ) -> Iterator[tuple[tuple[str, ...], str, argparse.ArgumentParser]]:
-    """``(path, help, parser)`` of every command below ``parser``, depth first in definition order."""
+    """``(path, help, parser)`` of every listed command below ``parser``, depth first in definition order."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
             for name, sub in action.choices.items():
+                if name not in helps:  # an internal command (no help=): in neither lakeflow --help nor here
+                    continue
                 yield (*path, name), helps.get(name, ""), sub
                 yield from commands(sub, (*path, name))
 
