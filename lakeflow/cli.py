@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lakeflow import __version__
+from lakeflow.errors import LakeflowError
 
 COMMAND_MODULES = (
     "lakeflow.catalog.commands",
@@ -40,6 +41,13 @@ def shown(*args: str) -> str:
     script = Path(sys.executable).parent / "lakeflow"
     rel = os.path.relpath(script)
     return " ".join([str(script) if rel.startswith("..") else rel, *args])
+
+
+def failed(command: str, exc: LakeflowError) -> int:
+    """The one place an error becomes what the user sees: ``lakeflow COMMAND: message`` on stderr
+    and the error's exit code."""
+    print(f"lakeflow {command}: {exc}", file=sys.stderr)
+    return exc.exit_code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,14 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for name in WIRE_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
-    from lakeflow.catalog.base import CatalogError
-    from lakeflow.settings import SettingsError
-
     try:
         return int(args.handler(args) or 0)
-    except (SettingsError, CatalogError) as exc:
-        print(f"lakeflow {args.command}: {exc}", file=sys.stderr)
-        return 2
+    except LakeflowError as exc:
+        return failed(args.command, exc)
     except KeyboardInterrupt:
         return 130
 

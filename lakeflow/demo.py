@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from lakeflow.errors import LakeflowError
 from lakeflow.http import free_ports
 
 RECORDS = 2_000
@@ -41,8 +42,10 @@ STEP_TIMEOUT_S = 600.0
 PAGE = "lineage.html"
 
 
-class DemoFailed(RuntimeError):
+class DemoFailed(LakeflowError, RuntimeError):
     """A step failed; the message names it and its log."""
+
+    exit_code = 1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

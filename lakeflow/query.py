@@ -17,6 +17,8 @@ import sys
 from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING
 
+from lakeflow.errors import LakeflowError
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -30,7 +32,7 @@ DEFAULT_TABLE_ROWS = 50
 EXIT_ERROR = 2
 
 
-class QueryError(RuntimeError):
+class QueryError(LakeflowError, RuntimeError):
     """The table cannot be read or the SQL failed; the message says why (never a credential)."""
 
 

@@ -1,6 +1,7 @@
 """lakeflow's module layout (fast, reads source only): no import cycle, counting the imports inside
 functions too; the runtime layer (``lakeflow.runtime``: where Flink and Spark are, jars, processes,
-memory, the class archive) a leaf that imports no other lakeflow module; and pyspark imported only
+memory, the class archive) a leaf that imports no other lakeflow module but the exception hierarchy
+(``lakeflow.errors``, itself a leaf); and pyspark imported only
 by the Spark engine's modules, so an arrow compaction run never loads it.
 
 A module's *module-level* imports are those its body runs on import: not those inside functions,
@@ -136,8 +137,13 @@ def test_the_runtime_layer_imports_no_other_lakeflow_module() -> None:
     graph = import_graph(inside_functions=True)
     runtime = {n for n in graph if n.startswith("lakeflow.runtime")}
     assert runtime >= {"lakeflow.runtime.homes", "lakeflow.runtime.jars", "lakeflow.runtime.processes"}
-    upward = {n: sorted(d) for n in runtime if (d := graph[n] - runtime - {"lakeflow"})}
+    upward = {n: sorted(d) for n in runtime if (d := graph[n] - runtime - {"lakeflow", "lakeflow.errors"})}
     assert not upward, f"lakeflow.runtime modules importing the layers above: {upward}"
+
+
+def test_the_exception_hierarchy_is_a_leaf() -> None:
+    """``lakeflow.errors`` imports no lakeflow module, so every layer (runtime included) may raise its errors."""
+    assert import_graph(inside_functions=True)["lakeflow.errors"] <= {"lakeflow"}
 
 
 @pytest.mark.parametrize("leaf", ["lakeflow.readings", "lakeflow.uris", "lakeflow.compaction.engine"])

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from lakeflow.errors import LakeflowError
 from lakeflow.uris import S3_SCHEMES, is_s3
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def _credential_process(args: argparse.Namespace) -> int:
 # -- doctor ---------------------------------------------------------------------------------------
 
 
-class _Failed(Exception):
+class _Failed(LakeflowError):
     """A doctor check failed; the message says why."""
 
 

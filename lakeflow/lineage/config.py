@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
+from lakeflow.errors import ConfigurationError
 from lakeflow.lineage.flink_rest import Auth, Connection
 from lakeflow.lineage.sql_gateway import MAX_ROWS
 from lakeflow.secret import Secret
@@ -78,7 +79,7 @@ class HarvestEnv(LocalState):
         return self.lineage_dir if "LINEAGE_DIR" in values or self.lineage_dir.is_dir() else None
 
 
-class ConfigError(ValueError):
+class ConfigError(ConfigurationError, ValueError):
     """A recipe or flag value is wrong; the message names the key and what is expected."""
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from lakeflow.errors import LakeflowError
 from lakeflow.lineage.graph import compaction_label
 
 FORMATS = ("html", "dot", "mermaid")
@@ -59,7 +60,7 @@ COLOURS = {
 DOT_TIMEOUT_S = 120
 
 
-class RenderError(RuntimeError):
+class RenderError(LakeflowError, RuntimeError):
     """The picture could not be drawn (e.g. Graphviz's ``dot`` is missing or failed)."""
 
 
