@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakeflow",
         description="Stream IoT sensor data with Flink into Lakekeeper, compact it into Iceberg "
-        "(pyarrow, or Spark for large batches), and harvest the lineage of both.",
+        "(pyarrow, or Apache Spark for large batches), and harvest the lineage of both.",
     )
     parser.add_argument("--version", action="version", version=f"lakeflow {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

@@ -312,7 +312,7 @@ def test_rest_catalog_times_out_and_never_resends_a_write(tmp_path: Path) -> Non
 def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) -> None:
     from lakeflow.ingest.job import IngestJob
     from lakeflow.lineage import datasets
-    from lakeflow.lineage.spark import read_runs
+    from lakeflow.lineage.stored_runs import read_runs
 
     env = settings_env(tmp_path / "home")
     config = load_config([], env)

@@ -18,7 +18,7 @@ from lakeflow.flink_cluster import FlinkCluster
 from lakeflow.lineage.emit_json import document
 from lakeflow.lineage.graph import build
 from lakeflow.lineage.render import html_page
-from lakeflow.lineage.spark import merge
+from lakeflow.lineage.stored_runs import merge
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -251,12 +251,12 @@ def test_the_page_in_a_real_browser(browser, scenario_files, recorded_scenario, 
     page.click(raw)
     node, text = page.details()
     assert node == raw and raw[len("dataset:"):] in text
-    assert "flink:harvest-declared-sink" in text and "spark:lakeflow.compact.iot.sensor-readings-compacted" in text
+    assert "flink:harvest-declared-sink" in text and "compaction:lakeflow.compact.iot.sensor-readings-compacted" in text
     assert "iot.sensor-readings" in text  # its Lakekeeper identity, as an alias
 
-    page.click("spark:lakeflow.compact.iot.sensor-readings-compacted")
+    page.click("compaction:lakeflow.compact.iot.sensor-readings-compacted")
     node, text = page.details()
-    assert node == "spark:lakeflow.compact.iot.sensor-readings-compacted"
+    assert node == "compaction:lakeflow.compact.iot.sensor-readings-compacted"
     assert "COMPLETE" in text and "SUCCESS" in text and "0199b0a4-6f1c-7000-8000-000000000001" in text
     assert "2026-11-22 01:00:00 UTC" in text and "2.0 min" in text and "3.9 KiB" in text  # times, bytes in
 
@@ -356,7 +356,7 @@ def test_lineage_view_draws_a_saved_harvest_with_the_newer_store(scenario_files,
     merged = json.loads(out.read_text())
     assert {j["name"] for j in merged["jobs"] if j["engine"] == "flink"} == {j["name"] for j in doc["jobs"]
                                                                              if j["engine"] == "flink"}
-    assert len([r for r in merged["runs"] if r["engine"] == "spark"]) == 2
+    assert len([r for r in merged["runs"] if r["engine"] == "compaction"]) == 2
     assert sorted(d["name"] for d in merged["datasets"]) == sorted(d["name"] for d in doc["datasets"])  # folded
     assert sorted(map(tuple, merged["edges"])) == sorted(map(tuple, doc["edges"]))
     html_out = tmp_path / "view.html"

@@ -25,7 +25,7 @@ from lakeflow.ingest import sensors
 from lakeflow.lineage import native
 from lakeflow.lineage import openlineage as ol
 from lakeflow.lineage.datasets import DatasetId, catalog_alias, from_location
-from lakeflow.lineage.spark import read_runs
+from lakeflow.lineage.stored_runs import read_runs
 from lakeflow.lineage.store import JOB_NAMESPACE, read_events
 from tests.fixtures_flink import packaged_job_args
 from tests.test_ingest_flink import packaged_job_env

@@ -187,7 +187,7 @@ def test_harvested_events_validate_and_carry_the_compaction_figures(recorded_job
     assert [e["eventType"] for e in spark] == ["START", "COMPLETE"]
     figures = spark[-1]["run"]["facets"]["lakeflow_run"]
     assert (figures["records_in"], figures["records_out"], figures["bytes_in"], figures["bytes_out"]) == (40, 40, 4000, 900)
-    assert all(e["job"]["facets"]["jobType"]["integration"] in ("FLINK", "SPARK") for e in events)
+    assert all(e["job"]["facets"]["jobType"]["integration"] in ("FLINK", "COMPACTION") for e in events)
 
 
 @dataclass

@@ -351,7 +351,7 @@ def view(args: argparse.Namespace) -> int:
                 raise ValueError(f"--harvest {args.harvest}: not a `lakeflow harvest --format json` document")
         if store_dir is not None:
             from lakeflow.lineage.graph import build
-            from lakeflow.lineage.spark import read_runs
+            from lakeflow.lineage.stored_runs import read_runs
 
             if not store_dir.is_dir():
                 raise ValueError(f"--lineage-dir {store_dir}: no such directory")
