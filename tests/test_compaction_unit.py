@@ -80,7 +80,7 @@ def test_storage_paths(tmp_path: Path) -> None:
     assert s.uri("a/b.json") == f"file://{tmp_path}/a/b.json"
     assert s.relative(f"file:{tmp_path}/a/b.json") == "a/b.json"        # Spark's spelling
     assert s.relative(f"file://{tmp_path}/a/b.json") == "a/b.json"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=f"^file://{tmp_path.parent}/elsewhere.json is not under {s.location}$"):
         s.relative(f"file://{tmp_path.parent}/elsewhere.json")
     assert s.spark_path("2026-11-21--10/part-a b.json") == f"file:{tmp_path}/2026-11-21--10/part-a%20b.json"
     assert Storage("s3://bucket/raw/t", {"s3.region": "us-east-1"}).spark_path("p=1/x.json") == "s3a://bucket/raw/t/p=1/x.json"

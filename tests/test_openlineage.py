@@ -78,8 +78,8 @@ def assert_valid(events: list[dict[str, Any]]) -> None:
 
 def test_the_schema_documents_are_the_ones_the_events_name():
     assert CORE in DOCUMENTS
-    assert DOCUMENTS[f"{ol.FACETS_URL}/LakeflowRunFacet.json"]  # lakeflow's facets: $id = the _schemaURL stamped
-    assert DOCUMENTS[f"{ol.FACETS_URL}/LakeflowCompactionRunFacet.json"]
+    for facet in ("LakeflowRunFacet", "LakeflowCompactionRunFacet"):  # lakeflow's: $id = the _schemaURL stamped
+        assert DOCUMENTS[f"{ol.FACETS_URL}/{facet}.json"]["$id"] == f"{ol.FACETS_URL}/{facet}.json"
     event = ol.to_dict(ol.run_event("START", run_id="0199b0a4-6f1c-7000-8000-00000000000c", job_namespace="n",
                                     job_name="j"))
     assert event["schemaURL"] == f"{CORE}#/$defs/RunEvent" and not schema_errors(event)
