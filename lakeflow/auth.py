@@ -20,6 +20,7 @@ import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
 from requests.auth import AuthBase
 
+from lakeflow.errors import LakeflowError
 from lakeflow.http import HttpOptions, Origin, configure, origin
 from lakeflow.secret import Secret
 from lakeflow.settings import Settings
@@ -31,7 +32,7 @@ LEEWAY_FRACTION = 0.2
 MAX_LEEWAY_S = 60.0
 
 
-class AuthError(RuntimeError):
+class AuthError(LakeflowError, RuntimeError):
     """No token could be obtained: the message names the token endpoint and its answer."""
 
 

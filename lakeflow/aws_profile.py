@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakeflow.credentials import S3ASettings
+from lakeflow.errors import ConfigurationError
 from lakeflow.runtime.files import write_private
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ CREDENTIAL_KEYS = frozenset({"fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.s
 SDK_V1_OUTPUT_LIMIT = 1024
 
 
-class ProfileError(ValueError):
+class ProfileError(ConfigurationError, ValueError):
     """The refreshing route cannot be set up as asked; the message says why."""
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from lakeflow.errors import LakeflowError
 from lakeflow.runtime.ports import free_ports
 
 RECORDS = 2_000
@@ -40,8 +41,10 @@ STEP_TIMEOUT_S = 600.0
 PAGE = "lineage.html"
 
 
-class DemoFailed(RuntimeError):
+class DemoFailed(LakeflowError, RuntimeError):
     """A step failed; the message names it and its log."""
+
+    exit_code = 1
 
 
 @dataclass(frozen=True)

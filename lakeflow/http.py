@@ -25,6 +25,7 @@ from requests.auth import AuthBase
 from urllib3.util.retry import Retry
 
 from lakeflow import __version__
+from lakeflow.errors import ServiceUnavailable
 
 USER_AGENT = f"lakeflow/{__version__}"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -69,11 +70,11 @@ class HttpOptions:
         )
 
 
-class RedirectRefused(requests.RequestException):
+class RedirectRefused(ServiceUnavailable, requests.RequestException):
     """A redirect to another origin than the one asked (no request was sent there)."""
 
 
-class AnswerRefused(requests.RequestException):
+class AnswerRefused(ServiceUnavailable, requests.RequestException):
     """An answer took longer than its deadline or was larger than allowed."""
 
 

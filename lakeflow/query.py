@@ -14,6 +14,8 @@ import sys
 from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING
 
+from lakeflow.errors import LakeflowError
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -24,7 +26,7 @@ DEFAULT_SQL = (
 )
 
 
-class QueryError(RuntimeError):
+class QueryError(LakeflowError, RuntimeError):
     """The table cannot be read or the SQL failed; the message says why (never a credential)."""
 
 

@@ -18,8 +18,10 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from lakeflow.errors import LakeflowError, ServiceUnavailable
 
-class CatalogError(RuntimeError):
+
+class CatalogError(LakeflowError, RuntimeError):
     """A catalog call failed; ``type`` / ``code`` / ``error_id`` carry the server's words when known."""
 
     def __init__(self, message: str, *, type: str = "", code: int = 0, error_id: str = "") -> None:
@@ -43,7 +45,7 @@ class AccessDenied(CatalogError):
     """Not authenticated (401, 419) or not allowed (403)."""
 
 
-class CatalogUnavailable(CatalogError):
+class CatalogUnavailable(CatalogError, ServiceUnavailable):
     """The catalog did not answer, was overloaded (429) or failed (5xx) after the retries."""
 
 

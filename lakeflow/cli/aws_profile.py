@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -55,9 +54,8 @@ def _aws_profile(args: argparse.Namespace) -> int:
     from lakeflow.credentials import show
     from lakeflow.settings import load_settings
 
-    env = dict(os.environ)
-    env.update({k: v for k, v in (("NAMESPACE", args.namespace), ("TABLE", args.table)) if v})
-    settings = load_settings(env)
+    flags = {"NAMESPACE": args.namespace, "TABLE": args.table}
+    settings = load_settings(overrides={k: v for k, v in flags.items() if v})
     if settings.catalog != "lakekeeper":
         print(
             "lakeflow aws-profile: the embedded local catalog vends no credentials; set LAKEKEEPER "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import uuid
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from lakeflow.errors import LakeflowError
 from lakeflow.uris import S3_SCHEMES, is_s3
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def _credential_process(args: argparse.Namespace) -> int:
 # -- doctor ---------------------------------------------------------------------------------------
 
 
-class _Failed(Exception):
+class _Failed(LakeflowError):
     """A doctor check failed; the message says why."""
 
 
@@ -310,12 +310,8 @@ def _settings(args: argparse.Namespace) -> Settings:
     """Settings from the environment and .env.local, with --namespace/--table/--local applied."""
     from lakeflow.settings import load_settings
 
-    env = dict(os.environ)
-    if args.namespace:
-        env["NAMESPACE"] = args.namespace
-    if args.table:
-        env["TABLE"] = args.table
-    return load_settings(env, local=True if args.local else None)
+    flags = {"NAMESPACE": args.namespace, "TABLE": args.table}
+    return load_settings(local=True if args.local else None, overrides={k: v for k, v in flags.items() if v})
 
 
 def _when(moment: datetime) -> str:

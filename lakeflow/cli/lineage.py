@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lakeflow.lineage.config import HarvestEnv
@@ -100,17 +101,61 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v.set_defaults(handler=view)
 
 
+# flag (its argparse dest) → the recipe key it sets
+FLAG_KEYS = {
+    "rest_url": ("connection", "rest_api_url"),
+    "sql_gateway_url": ("connection", "sql_gateway_url"),
+    "timeout": ("connection", "timeout_seconds"),
+    "max_retries": ("connection", "max_retries"),
+    "job_name_allow": ("job_name_pattern", "allow"),
+    "job_name_deny": ("job_name_pattern", "deny"),
+    "include_job_states": ("include_job_states",),
+    "env": ("env",),
+    "platform_instance": ("platform_instance",),
+    "operator_granularity": ("operator_granularity",),
+    "max_workers": ("max_workers",),
+    "lineage_dir": ("lineage_dir",),
+    "state_file": ("stateful_ingestion", "state_file"),
+    "fail_safe_threshold": ("stateful_ingestion", "fail_safe_threshold"),
+    "no_lineage": ("include_lineage",),
+    "no_run_history": ("include_run_history",),
+    "trust_operator_names": ("trust_operator_names",),
+}
+
+
+def _flag_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The harvest flags given, as the values of their recipe keys."""
+    out: dict[str, Any] = {}
+    for dest in FLAG_KEYS:
+        value = getattr(args, dest)
+        if value is None or value is False:
+            continue
+        if dest == "include_job_states":
+            value = [s.strip() for s in value.split(",") if s.strip()]
+        elif dest in ("no_lineage", "no_run_history"):
+            value = False
+        elif isinstance(value, Path):
+            value = str(value)
+        out[dest] = value
+    return out
+
+
 def _config(args: argparse.Namespace, environ: dict[str, str], env: HarvestEnv):
+    """The recipe (or none) with the flags set into it, validated once; then the FLINK_API_*
+    credentials of the environment and a URL's user:password moved into the connections' auth."""
     from dataclasses import replace
 
-    from lakeflow.lineage.config import ConfigError, NamePattern, from_mapping, load_recipe
+    from lakeflow.lineage.config import ConfigError, from_mapping, read_recipe
 
-    if args.recipe:
-        cfg = load_recipe(args.recipe)
-    elif args.rest_url:
-        cfg = from_mapping({"connection": {"rest_api_url": args.rest_url}})
-    else:
+    if not (args.recipe or args.rest_url):
         raise ConfigError("give --rest-url URL (the JobManager REST API) or --recipe FILE")
+    data = read_recipe(args.recipe) if args.recipe else {}
+    flags = _flag_values(args)
+    if isinstance(data, Mapping):
+        data = _set(data, [(FLAG_KEYS[dest], value) for dest, value in flags.items()])
+        if "state_file" in flags:  # --state-file turns stale-entity removal on
+            data = _set(data, [(("stateful_ingestion", "enabled"), True)])
+    cfg = from_mapping(data, {FLAG_KEYS[dest]: "--" + dest.replace("_", "-") for dest in flags})
     conn = cfg.connection
     if env.flink_api_token or env.flink_api_username or env.flink_api_password:
         from lakeflow.lineage.flink_rest import Auth
@@ -119,53 +164,25 @@ def _config(args: argparse.Namespace, environ: dict[str, str], env: HarvestEnv):
             conn = replace(conn, auth=Auth(env.flink_api_token, env.flink_api_username, env.flink_api_password))
         except ValueError as exc:
             raise ConfigError(f"FLINK_API_* environment: {exc}") from None
-    conn = _userinfo_as_auth(
-        replace(
-            conn,
-            url=args.rest_url or conn.url,
-            timeout_s=args.timeout if args.timeout is not None else conn.timeout_s,
-            max_retries=args.max_retries if args.max_retries is not None else conn.max_retries,
-        )
-    )
-    gateway = cfg.sql_gateway
-    if args.sql_gateway_url:
-        gateway = _userinfo_as_auth(replace(conn, url=args.sql_gateway_url))
-    elif gateway:
-        gateway = _userinfo_as_auth(replace(conn, url=gateway.url))
-    changes: dict = {"connection": conn, "sql_gateway": gateway}
-    if args.job_name_allow or args.job_name_deny:
-        changes["job_name_pattern"] = NamePattern(
-            tuple(args.job_name_allow or cfg.job_name_pattern.allow),
-            tuple(args.job_name_deny or cfg.job_name_pattern.deny),
-        )
-    if args.include_job_states:
-        check = from_mapping(
-            {
-                "connection": {"rest_api_url": conn.url},
-                "include_job_states": [s.strip() for s in args.include_job_states.split(",") if s.strip()],
-            }
-        )
-        changes["include_job_states"] = check.include_job_states
-    for flag, key in (
-        ("env", "env"),
-        ("platform_instance", "platform_instance"),
-        ("operator_granularity", "operator_granularity"),
-        ("max_workers", "max_workers"),
-        ("fail_safe_threshold", "fail_safe_threshold"),
-        ("state_file", "state_file"),
-    ):
-        if getattr(args, flag) is not None:
-            changes[key] = getattr(args, flag)
-    if args.no_lineage:
-        changes["include_lineage"] = False
-    if args.no_run_history:
-        changes["include_run_history"] = False
-    if args.trust_operator_names:
-        changes["trust_operator_names"] = True
-    changes["lineage_dir"] = args.lineage_dir or cfg.lineage_dir or env.store(environ)
-    if changes.get("max_workers", 1) < 1:
-        raise ConfigError(f"--max-workers: expected ≥ 1, got {changes['max_workers']}")
-    return replace(cfg, **changes)
+    conn = _userinfo_as_auth(conn)
+    gateway = _userinfo_as_auth(replace(conn, url=cfg.sql_gateway.url)) if cfg.sql_gateway else None
+    return replace(cfg, connection=conn, sql_gateway=gateway, lineage_dir=cfg.lineage_dir or env.store(environ))
+
+
+def _set(data: Mapping[str, Any], values: list[tuple[tuple[str, ...], Any]]) -> dict[str, Any]:
+    """``data`` with each (key path, value) set, the mappings on the way copied (or created)."""
+    out = dict(data)
+    for path, value in values:
+        node = out
+        for key in path[:-1]:
+            inner = node.get(key)
+            node[key] = dict(inner) if isinstance(inner, Mapping) else {} if inner is None else inner
+            node = node[key]
+            if not isinstance(node, dict):
+                break  # not a mapping: validation names it
+        else:
+            node[path[-1]] = value
+    return out
 
 
 def _userinfo_as_auth(conn):
@@ -347,7 +364,7 @@ def view(args: argparse.Namespace) -> int:
                 raise ValueError(f"--harvest {args.harvest}: not a `lakeflow harvest --format json` document")
         if store_dir is not None:
             from lakeflow.lineage.graph import build
-            from lakeflow.lineage.spark import read_runs
+            from lakeflow.lineage.stored_runs import read_runs
 
             if not store_dir.is_dir():
                 raise ValueError(f"--lineage-dir {store_dir}: no such directory")

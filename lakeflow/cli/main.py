@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from lakeflow import __version__
+from lakeflow.errors import LakeflowError
 
 COMMAND_MODULES = (
     "lakeflow.cli.catalog",
@@ -51,9 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_command(name: str, action: Callable[[], int | None]) -> int:
     """Run ``action``, returning its exit code; a failure lakeflow knows becomes one line on stderr,
-    ``name: message``, and its exit code: 3 when another compaction holds the table's lease, 2 for
-    bad settings, an unreachable or refusing catalog, a broken ledger, a lost lease or commit. The
-    one place errors become exit codes."""
+    ``name: message``, and its exit code (``LakeflowError.exit_code``): 3 when another compaction
+    holds the table's lease, 2 for bad settings, an unreachable or refusing service, a broken ledger,
+    a lost lease or commit. The one place errors become exit codes."""
     try:
         return int(action() or 0)
     except Exception as exc:
@@ -66,14 +67,7 @@ def run_command(name: str, action: Callable[[], int | None]) -> int:
 
 def _exit_code(exc: Exception) -> int | None:
     """The exit code of a failure lakeflow knows (None: an unexpected one, shown with its traceback)."""
-    from lakeflow.catalog.base import CatalogError
-    from lakeflow.compaction.lease import CompactionBusy, LeaseLost
-    from lakeflow.compaction.ledger import LedgerError
-    from lakeflow.settings import SettingsError
-
-    if isinstance(exc, CompactionBusy):
-        return EXIT_BUSY
-    return EXIT_ERROR if isinstance(exc, (SettingsError, CatalogError, LedgerError, LeaseLost)) else None
+    return exc.exit_code if isinstance(exc, LakeflowError) else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

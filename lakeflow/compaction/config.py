@@ -23,9 +23,8 @@ from lakeflow.settings.env import (
     PositiveInt,
     SettingsError,
     choices,
-    env_file,
+    environment,
     load,
-    overlay,
     parse_duration,
     url,
 )
@@ -286,8 +285,7 @@ class CompactOptions:
 
 def load_config(args: CompactOptions = CompactOptions(), env: Mapping[str, str] | None = None) -> CompactConfig:
     """The run's flags over settings and ``COMPACT_*`` variables; errors name the variable."""
-    environ = os.environ if env is None else env
-    settings = load_settings(environ, local=True if args.local else None)
+    settings = load_settings(env, local=True if args.local else None)
     flags = {
         ENV_TABLE: args.target_table,
         ENV_ENGINE: args.engine,
@@ -303,7 +301,7 @@ def load_config(args: CompactOptions = CompactOptions(), env: Mapping[str, str] 
             for name, flag in ((ENV_SMALL_FILE_MB, args.small_file_mb), (ENV_KEEP_LAST, args.keep_last))
         },
     }
-    values = {**overlay(environ, env_file(environ)), **{k: v for k, v in flags.items() if v}}
+    values = {**environment(env), **{k: v for k, v in flags.items() if v}}
     table = values.get(ENV_TABLE) or f"{settings.table}-compacted"
     problems = []  # the other checks are the fields'
     if table == settings.table:
@@ -372,8 +370,7 @@ def schedule(args: ServiceOptions, env: Mapping[str, str] | None = None) -> Sche
         problems.append("--every and --print-command exclude each other")
     if args.maintain and args.maintain_every:
         problems.append("--maintain (every run) and --maintain-every exclude each other")
-    environ = os.environ if env is None else env
-    values = overlay(environ, env_file(environ))
+    values = environment(env)
     if args.maintain_every:
         values[ENV_MAINTAIN_EVERY] = args.maintain_every
     env_ = load(CompactEnv, values, "compaction settings", problems)
@@ -395,8 +392,7 @@ class MetricsExport:
 def metrics_export(args: ServiceOptions, env: Mapping[str, str] | None = None) -> MetricsExport:
     """``--metrics-port`` / ``--metrics-textfile`` / ``--pushgateway`` over their variables; the port
     applies only with ``--every``, the other two only to a single run."""
-    environ = os.environ if env is None else env
-    values = overlay(environ, env_file(environ))
+    values = environment(env)
     flags = {
         ENV_METRICS_PORT: None if args.metrics_port is None else str(args.metrics_port),
         ENV_METRICS_TEXTFILE: args.metrics_textfile,

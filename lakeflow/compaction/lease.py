@@ -24,16 +24,19 @@ from datetime import datetime, timedelta, timezone
 
 from lakeflow.compaction.files import Storage
 from lakeflow.compaction.naming import STATE_DIR
+from lakeflow.errors import LakeflowError
 
 log = logging.getLogger(__name__)
 LEASE_DIR = f"{STATE_DIR}/lease"
 
 
-class CompactionBusy(RuntimeError):
+class CompactionBusy(LakeflowError, RuntimeError):
     """Another compaction of the same target table holds the lease."""
 
+    exit_code = 3  # EXIT_BUSY of lakeflow.compaction.run: a scheduler may simply try again later
 
-class LeaseLost(RuntimeError):
+
+class LeaseLost(LakeflowError, RuntimeError):
     """This run's lease was taken over (it could not renew it in time): it must not go on."""
 
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from lakeflow.compaction.discover import PartListing, bucket_of
 from lakeflow.compaction.files import FileEntry, Storage
 from lakeflow.compaction.naming import SEGMENTS_DIR, UUID, segment_dir
+from lakeflow.errors import LakeflowError
 
 COMPACTED = "compacted"
 QUARANTINED = "quarantined"
@@ -35,7 +36,7 @@ ROOT_SEGMENT = "_root"  # the root bucket's segment name (a bucket is never name
 SEGMENT_PATTERN = re.compile(rf"{SEGMENTS_DIR}/{UUID}/[^/]+\.json\.gz")
 
 
-class LedgerError(RuntimeError):
+class LedgerError(LakeflowError, RuntimeError):
     """The ledger the table points at cannot be read: compacting now could duplicate rows."""
 
 

@@ -17,13 +17,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from lakeflow.errors import ConfigurationError
+
 RESULTS = {0: "ok", 3: "busy"}  # any other exit code: "error"
 MAINTENANCE_KINDS = ("snapshots_expired", "orphans_removed", "uploads_aborted", "in_progress_removed")
 DURATION_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 PUSH_JOB = "lakeflow_compact"  # the Pushgateway's job label of a single run
 
 
-class MetricsPortUnavailable(RuntimeError):
+class MetricsPortUnavailable(ConfigurationError, RuntimeError):
     """The metrics port cannot be listened on (in use, or not allowed)."""
 
 

@@ -36,12 +36,13 @@ from lakeflow.compaction.naming import (
     staging_dir,
 )
 from lakeflow.compaction.quarantine import records_dir
+from lakeflow.errors import LakeflowError
 
 log = logging.getLogger(__name__)
 REJECTED_DIR = f"{STATE_DIR}/rejected"
 
 
-class InvalidIntent(ValueError):
+class InvalidIntent(LakeflowError, ValueError):
     """An intent that is not exactly what a run of ours writes."""
 
 

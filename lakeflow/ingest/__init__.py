@@ -4,6 +4,8 @@ Python only defines the pipeline; every record is generated, shaped into JSON an
 the JVM (``SensorTicks`` source → SQL → ``FileSink`` with the JSON-array bulk writer).
 """
 
+from lakeflow.errors import LakeflowError
 
-class IngestError(RuntimeError):
+
+class IngestError(LakeflowError, RuntimeError):
     """The ingestion job cannot run as configured, or failed; the message says what to do."""

@@ -27,6 +27,7 @@ from lakeflow.ingest.progress import PartFiles, ProgressWatcher, Summary
 from lakeflow.ingest.sink import add_jvm_helpers, dead_letter_sink, json_array_sink, table_lineage
 from lakeflow.lineage import datasets
 from lakeflow.runtime import jars
+from lakeflow.settings.process import process_environment
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def execute(env: StreamExecutionEnvironment, job: IngestJob, files: PartFiles) -
         watcher.stop()
         raise IngestError(
             f"Flink job {job_id} failed: {_root_cause(exc)} "
-            f"(Flink logs in {os.environ.get('FLINK_LOG_DIR', 'the Flink log folder')})"
+            f"(Flink logs in {process_environment('FLINK_LOG_DIR').flink_log_dir or 'the Flink log folder'})"
         ) from None
     summary = watcher.stop()
     log.info("finished in %.1f s: %s", time.monotonic() - started, summary)

@@ -4,7 +4,6 @@ wrapped so that Flink's native lineage (FLIP-314) names the table it writes (``L
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,8 +24,11 @@ JAR_NAME = "lakeflow-flink.jar"
 
 def jar_path() -> Path:
     """``$LAKEFLOW_JAR``, else ``build/lakeflow-flink.jar`` of the checkout (or the current directory)."""
-    if os.environ.get("LAKEFLOW_JAR"):
-        candidates = [Path(os.environ["LAKEFLOW_JAR"])]
+    from lakeflow.settings.process import process_environment
+
+    configured = process_environment("LAKEFLOW_JAR").jar
+    if configured is not None:
+        candidates = [configured]
     else:
         candidates = [Path(__file__).resolve().parents[2] / "build" / JAR_NAME, Path.cwd() / "build" / JAR_NAME]
     for jar in candidates:

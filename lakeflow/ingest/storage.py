@@ -15,7 +15,6 @@ job configuration, a command line or a log.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from urllib.parse import urlparse
 
 from lakeflow.ingest import IngestError
 from lakeflow.runtime.homes import flink_plugins_dir
+from lakeflow.settings.process import process_environment
 from lakeflow.uris import S3_SCHEMES
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def require_filesystem(location: str) -> None:
         folder = flink_plugins_dir()
         if jars.flink_plugin_installed(folder):
             return
-        if os.environ.get("FLINK_PLUGINS_DIR"):
+        if process_environment("FLINK_PLUGINS_DIR").flink_plugins_dir:
             raise IngestError(
                 f"the table location {location} is on S3, but Flink has no {S3_PLUGIN} plugin in "
                 f"{folder} ($FLINK_PLUGINS_DIR): run `make flink-plugins` (fetches "

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from lakeflow.errors import LakeflowError
 from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.graph import Graph, Run
 from lakeflow.secret import Secret, redact_url
@@ -21,7 +22,7 @@ ACTOR = "urn:li:corpuser:datahub"
 BATCH = 100
 
 
-class EmitError(RuntimeError):
+class EmitError(LakeflowError, RuntimeError):
     """The DataHub GMS refused the proposals or could not be reached."""
 
 

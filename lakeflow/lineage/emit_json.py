@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from lakeflow.lineage.graph import Graph
+from lakeflow.lineage.graph import COMPACTION, Graph
 
 
 def document(graph: Graph, removed: Sequence[str] = ()) -> dict[str, Any]:
@@ -115,10 +115,10 @@ def with_compaction_runs(doc: dict[str, Any], store: dict[str, Any]) -> dict[str
     def node(name: str) -> str:
         return f"dataset:{rename.get(name[8:], name[8:])}" if name.startswith("dataset:") else name
 
-    spark = {f"spark:{f['name']}" for f in doc.get("flows") or () if f["engine"] == "spark"}
-    spark |= {f"spark:{j['name']}" for j in doc.get("jobs") or () if j["engine"] == "spark"}
+    replaced = {f"{COMPACTION}:{f['name']}" for f in doc.get("flows") or () if f["engine"] == COMPACTION}
+    replaced |= {f"{COMPACTION}:{j['name']}" for j in doc.get("jobs") or () if j["engine"] == COMPACTION}
     out = dict(doc)
-    out["jobs"] = [j for j in doc.get("jobs") or () if j["engine"] != "spark"] + [
+    out["jobs"] = [j for j in doc.get("jobs") or () if j["engine"] != COMPACTION] + [
         {
             **j,
             "inputs": r(j["inputs"]),
@@ -127,14 +127,14 @@ def with_compaction_runs(doc: dict[str, Any], store: dict[str, Any]) -> dict[str
         }
         for j in store.get("jobs") or ()
     ]
-    out["runs"] = [x for x in doc.get("runs") or () if x["engine"] != "spark"] + [
+    out["runs"] = [x for x in doc.get("runs") or () if x["engine"] != COMPACTION] + [
         {**x, "inputs": r(x["inputs"]), "outputs": r(x["outputs"])} for x in store.get("runs") or ()
     ]
-    out["flows"] = [f for f in doc.get("flows") or () if f["engine"] != "spark"] + list(store.get("flows") or ())
-    out["tasks"] = [t for t in doc.get("tasks") or () if t["engine"] != "spark"] + [
+    out["flows"] = [f for f in doc.get("flows") or () if f["engine"] != COMPACTION] + list(store.get("flows") or ())
+    out["tasks"] = [t for t in doc.get("tasks") or () if t["engine"] != COMPACTION] + [
         {**t, "inputs": r(t["inputs"]), "outputs": r(t["outputs"])} for t in store.get("tasks") or ()
     ]
-    edges = {tuple(e) for e in doc.get("edges") or () if e[0] not in spark and e[1] not in spark}
+    edges = {tuple(e) for e in doc.get("edges") or () if e[0] not in replaced and e[1] not in replaced}
     edges |= {(node(a), node(b)) for a, b in store.get("edges") or ()}
     out["edges"] = [list(e) for e in sorted(edges)]
     datasets = {d["name"]: dict(d) for d in doc.get("datasets") or ()}

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from functools import partial
 
+from lakeflow.errors import LakeflowError
 from lakeflow.lineage.emit_datahub import EmitError
 from lakeflow.lineage.graph import Graph
 from lakeflow.lineage.openlineage import (
@@ -143,7 +144,7 @@ def send(
     return sent
 
 
-class _Redirected(RuntimeError):
+class _Redirected(LakeflowError, RuntimeError):
     pass
 
 

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import requests
 
+from lakeflow.errors import LakeflowError
 from lakeflow.secret import Secret
 
 T = TypeVar("T")
@@ -30,7 +31,7 @@ LIVE_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "FAILING", "CANCE
 VERTEX_METRICS = ("numRecordsIn", "numRecordsOut", "numBytesIn", "numBytesOut")
 
 
-class FlinkRestError(RuntimeError):
+class FlinkRestError(LakeflowError, RuntimeError):
     """A JobManager (or SQL Gateway) request failed or answered something unusable; ``status`` is
     the HTTP status when there was one."""
 

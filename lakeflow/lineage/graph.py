@@ -2,7 +2,7 @@
 
 * **Flow** (DataHub DataFlow) per job *name*: a Flink job keeps its identity across
   resubmissions; a compaction job per OpenLineage (namespace, name), named by the engine that ran
-  it (arrow or spark; the ``spark`` orchestrator key stands for compaction runs of either engine).
+  it (arrow or spark; the orchestrator key ``compaction`` stands for compaction runs of either engine).
 * **Task** (DataJob) per flow (``operator_granularity: job``) or per plan vertex (``vertex``;
   vertex ids are Flink's, stable while the topology is; vertex tasks link to their upstream
   vertices). A flow's tasks describe its newest run (a live one if there is one).
@@ -29,7 +29,7 @@ from lakeflow.lineage.flink_rest import (
 from lakeflow.lineage.resolve import Resolution
 from lakeflow.secret import redact, strip_credentials
 
-FLINK, SPARK = "flink", "spark"
+FLINK, COMPACTION = "flink", "compaction"
 RESULTS = {
     "FINISHED": "SUCCESS",
     "FAILED": "FAILURE",
@@ -59,8 +59,9 @@ def compaction_label(engine: str | None) -> str:
 
 
 @dataclass(frozen=True)
-class SparkRun:
-    """One compaction run, merged from its OpenLineage START / COMPLETE / FAIL events."""
+class StoredRun:
+    """One run read from the lineage store (a compaction run, or a Flink run lakeflow's listener pushed),
+    merged from its OpenLineage START / COMPLETE / FAIL events."""
 
     run_id: str
     namespace: str
@@ -185,7 +186,7 @@ class _Canon:
 
 def build(
     flink_jobs: Iterable[FlinkJob],
-    spark_runs: Iterable[SparkRun],
+    compaction_runs: Iterable[StoredRun],
     *,
     vertex_granularity: bool,
     rest_url: str,
@@ -196,13 +197,13 @@ def build(
     """The graph of every harvested job; sorted, so equal inputs give equal graphs. Without
     ``include_runs`` there are no runs (DataProcessInstances). ``rest_url`` is published without
     credentials."""
-    flink_jobs, spark_runs = list(flink_jobs), list(spark_runs)
+    flink_jobs, compaction_runs = list(flink_jobs), list(compaction_runs)
     rest_url = strip_credentials(rest_url)
     canon, instances = _Canon(), {}
     links = [(r.dataset, a) for job in flink_jobs for r in job.resolutions if r.dataset for a in r.aliases]
-    links += [(d, a) for run in spark_runs for d in run.inputs + run.outputs for a in run.aliases.get(d, ())]
+    links += [(d, a) for run in compaction_runs for d in run.inputs + run.outputs for a in run.aliases.get(d, ())]
     canon.primary = {r.dataset for job in flink_jobs for r in job.resolutions if r.dataset}
-    canon.primary |= {d for run in spark_runs for d in run.inputs + run.outputs}
+    canon.primary |= {d for run in compaction_runs for d in run.inputs + run.outputs}
     for d, alias in sorted(links):
         canon.union(d, alias)
     for job in flink_jobs:
@@ -244,21 +245,21 @@ def build(
                     ),
                 )
             )
-    spark_flows: dict[tuple[str, str], SparkRun] = {}
-    for run in spark_runs:
+    compaction_flows: dict[tuple[str, str], StoredRun] = {}
+    for run in compaction_runs:
         key = (run.namespace, run.name)
-        if key not in spark_flows or (run.start_ms or 0, run.run_id) > (
-            spark_flows[key].start_ms or 0,
-            spark_flows[key].run_id,
+        if key not in compaction_flows or (run.start_ms or 0, run.run_id) > (
+            compaction_flows[key].start_ms or 0,
+            compaction_flows[key].run_id,
         ):
-            spark_flows[key] = run
+            compaction_flows[key] = run
         inputs, outputs = c(run.inputs), c(run.outputs)
         flow = f"{run.namespace}.{run.name}"
         state = run.event_type
         props = {**run.properties, "openlineage_namespace": run.namespace, "openlineage_name": run.name}
         runs.append(
             Run(
-                SPARK,
+                COMPACTION,
                 flow,
                 run.run_id,
                 run.name,
@@ -278,7 +279,7 @@ def build(
         )
         jobs.append(
             JobLineage(
-                SPARK,
+                COMPACTION,
                 flow,
                 run.run_id,
                 state,
@@ -289,19 +290,19 @@ def build(
                 tuple(sorted((str(d), "declared") for d in inputs + outputs)),
             )
         )
-    for (namespace, name), run in sorted(spark_flows.items()):
+    for (namespace, name), run in sorted(compaction_flows.items()):
         flow = f"{namespace}.{name}"
         engine = run.properties.get("engine")  # of the newest run: arrow or spark (older events: unknown)
         flows.append(
             Flow(
-                SPARK,
+                COMPACTION,
                 flow,
                 compaction_label(engine) + " (from its OpenLineage run events)",
                 "",
                 (("openlineage_namespace", namespace), *((("engine", engine),) if engine else ())),
             )
         )
-        tasks.append(Task(SPARK, flow, name, name, "BATCH", c(run.inputs), c(run.outputs), (), ()))
+        tasks.append(Task(COMPACTION, flow, name, name, "BATCH", c(run.inputs), c(run.outputs), (), ()))
 
     datasets = []
     for d in sorted(known):

@@ -74,22 +74,22 @@ def harvest(config: HarvestConfig, report: HarvestReport | None = None) -> Harve
             report.jobs_failed[jid] = error
             log.warning("job %s: %s", jid, error)
         report.jobs_processed = len(jobs)
-        spark_runs = []
+        compaction_runs = []
         if config.lineage_dir is not None:
             from lakeflow.lineage import native
-            from lakeflow.lineage.spark import merge
             from lakeflow.lineage.store import is_flink, read_events
+            from lakeflow.lineage.stored_runs import merge
 
             with report.timed("lineage store"):
                 events = list(read_events(config.lineage_dir))
-                spark_runs = merge(e for e in events if not is_flink(e))
+                compaction_runs = merge(e for e in events if not is_flink(e))
                 jobs, report.native_runs = native.merge(
                     jobs, native.runs(events), config, listed={s.jid for s in summaries}
                 )
-            report.spark_runs = len(spark_runs)
+            report.compaction_runs = len(compaction_runs)
         graph = build(
             jobs,
-            spark_runs,
+            compaction_runs,
             vertex_granularity=config.operator_granularity == "vertex",
             rest_url=config.connection.url.rstrip("/"),
             flink_version=cluster.flink_version,

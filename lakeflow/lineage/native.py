@@ -17,11 +17,11 @@ from typing import Any
 
 from lakeflow.lineage.config import HarvestConfig
 from lakeflow.lineage.flink_rest import ExceptionHistory, Failure, JobDetail
-from lakeflow.lineage.graph import FlinkJob, SparkRun
+from lakeflow.lineage.graph import FlinkJob, StoredRun
 from lakeflow.lineage.plan import SINK, SOURCE, Reference, table_ref
 from lakeflow.lineage.resolve import Resolution
-from lakeflow.lineage.spark import merge as merge_events
 from lakeflow.lineage.store import is_flink
+from lakeflow.lineage.stored_runs import merge as merge_events
 
 NATIVE = "native"  # evidence of a dataset named by the job's own native lineage
 STATES = {"START": "CREATED", "COMPLETE": "FINISHED", "FAIL": "FAILED", "ABORT": "CANCELED"}
@@ -31,7 +31,7 @@ STATES = {"START": "CREATED", "COMPLETE": "FINISHED", "FAIL": "FAILED", "ABORT":
 class NativeRun:
     """One Flink job's pushed events, merged (datasets, times, error) like a compaction run's."""
 
-    run: SparkRun
+    run: StoredRun
     processing_type: str | None  # STREAMING / BATCH from the START event's jobType facet
 
     @property
@@ -96,7 +96,7 @@ def merge(
     return out, used
 
 
-def _resolutions(run: SparkRun, pulled: Iterable[Resolution]) -> list[Resolution]:
+def _resolutions(run: StoredRun, pulled: Iterable[Resolution]) -> list[Resolution]:
     """The run's datasets as resolutions, but those the pulled ones already name (same role) and
     those that name a SQL table instead of a dataset: Flink names a table whose connector declares
     no lineage by its catalog identifier alone (``""`` / ``catalog.db.table``), and the Kafka SQL

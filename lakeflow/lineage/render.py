@@ -8,7 +8,7 @@ store) draw the same thing:
   newest run: green finished, red failed, blue live, grey cancelled), Flink operators when the
   harvest had ``--operator-granularity vertex`` (boxes inside the job's cluster), and each
   unresolved reference of a job (a dashed note with its reason);
-* node names are the JSON ``edges`` names (``dataset:<name>``, ``flink:<job>``, ``spark:<job>``,
+* node names are the JSON ``edges`` names (``dataset:<name>``, ``flink:<job>``, ``compaction:<job>``,
   ``operator:flink:<job>/<vertex id>``, ``unresolved:<engine>:<job>#<n>``): each is the
   ``<title>`` of its SVG group, and the key of its details.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from lakeflow.lineage.graph import compaction_label
+from lakeflow.lineage.graph import COMPACTION, compaction_label
 from lakeflow.lineage.layout import Box, Layout, layout
 
 FORMATS = ("html", "dot", "mermaid")
@@ -43,7 +43,7 @@ LIVE_STATES = {
     "SUSPENDED",
     "START",
 }  # Flink's live job states; a compaction with a START event only
-ENGINES = {"flink": "Flink", "spark": "Spark"}
+ENGINES = {"flink": "Flink"}
 # status → (fill, stroke)
 COLOURS = {
     "success": ("#e6f4ea", "#1e8e3e"),
@@ -124,7 +124,7 @@ def view(doc: Mapping[str, Any]) -> View:
         evidence = sorted({(d, e) for j in mine for d, e in (j.get("evidence") or {}).items()})
         meta = flows_meta.get((engine, name), {})
         ran = (meta.get("properties") or {}).get("engine") or ((newest or {}).get("properties") or {}).get("engine")
-        kind = compaction_label(ran) if engine == "spark" else f"{ENGINES.get(engine, engine.title())} job"
+        kind = compaction_label(ran) if engine == COMPACTION else f"{ENGINES.get(engine, engine.title())} job"
         ptype = (newest or {}).get("type") or ""
         failed = sum(1 for r in flow_runs if r.get("result") == "FAILURE")
         summary_line = " · ".join(
@@ -137,7 +137,7 @@ def view(doc: Mapping[str, Any]) -> View:
             if x
         )
         lines = [
-            f"{ENGINES.get(engine, engine)} {ptype.lower()} job".replace("  ", " ") if engine != "spark" else kind,
+            f"{ENGINES.get(engine, engine)} {ptype.lower()} job".replace("  ", " ") if engine != COMPACTION else kind,
             summary_line,
         ]
         io = _io_line(newest)
@@ -148,7 +148,7 @@ def view(doc: Mapping[str, Any]) -> View:
             "name": name,
             "fields": _fields(
                 [
-                    ("engine", (ran or "compaction") if engine == "spark" else ENGINES.get(engine, engine)),
+                    ("engine", (ran or "compaction") if engine == COMPACTION else ENGINES.get(engine, engine)),
                     ("type", ptype),
                     ("state (newest run)", state),
                     ("runs", str(len(flow_runs))),
@@ -285,7 +285,7 @@ def view(doc: Mapping[str, Any]) -> View:
         details[n.key] = n.details
     summary = {
         "flink_jobs": sum(1 for e, _ in flows if e == "flink"),
-        "spark_jobs": sum(1 for e, _ in flows if e == "spark"),
+        "compaction_jobs": sum(1 for e, _ in flows if e == COMPACTION),
         "runs": len(runs),
         "datasets": len(datasets),
         "unresolved": sum(1 for n in nodes.values() if n.kind == "unresolved"),
@@ -657,7 +657,7 @@ def html_page(doc: Mapping[str, Any], title: str = "lakeflow lineage") -> str:
     s = v.summary
     counts = [
         f"{s['flink_jobs']} Flink job{'s' if s['flink_jobs'] != 1 else ''}",
-        f"{s['spark_jobs']} compaction job{'s' if s['spark_jobs'] != 1 else ''}",
+        f"{s['compaction_jobs']} compaction job{'s' if s['compaction_jobs'] != 1 else ''}",
         f"{s['runs']} run{'s' if s['runs'] != 1 else ''}",
         f"{s['datasets']} dataset{'s' if s['datasets'] != 1 else ''}",
         f"{s['unresolved']} unresolved reference{'s' if s['unresolved'] != 1 else ''}",

@@ -15,7 +15,7 @@ class HarvestReport:
     filtered_by_state: int = 0
     jobs_processed: int = 0
     jobs_failed: dict[str, str] = field(default_factory=dict)  # job id → error
-    spark_runs: int = 0
+    compaction_runs: int = 0
     native_runs: int = 0  # Flink runs pushed by the native-lineage listener, merged by job id
     edges: int = 0
     unresolved: dict[str, list[str]] = field(default_factory=dict)  # "name (job id)" → reasons
@@ -37,7 +37,7 @@ class HarvestReport:
             (
                 f"jobs: {self.jobs_seen} seen, {self.filtered_by_name} filtered by name, "
                 f"{self.filtered_by_state} filtered by state, {self.jobs_processed} processed, "
-                f"{len(self.jobs_failed)} failed; {self.spark_runs} compaction runs; "
+                f"{len(self.jobs_failed)} failed; {self.compaction_runs} compaction runs; "
                 f"{self.native_runs} pushed Flink runs; {self.edges} lineage edges"
             )
         ]

@@ -52,6 +52,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from lakeflow.errors import LakeflowError
 from lakeflow.runtime import maven
 from lakeflow.runtime.homes import flink_distribution, flink_plugins_dir, spark_home
 from lakeflow.runtime.maven import MavenUnavailable
@@ -72,7 +73,7 @@ SDK_MODULES = ("s3", "sts", "s3-transfer-manager")
 MAVEN_TIMEOUT_S = 1800.0
 
 
-class JarsUnavailable(RuntimeError):
+class JarsUnavailable(LakeflowError, RuntimeError):
     """The jars are neither in their folder nor fetchable; the message says what to put where."""
 
 

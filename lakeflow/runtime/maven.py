@@ -24,6 +24,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from lakeflow.errors import LakeflowError
+
 REPO = Path(__file__).resolve().parents[2]
 CHECKSUM_FILE = REPO / "build-support" / "maven" / "apache-maven-bin.sha512"
 CACHE = REPO / "build" / "maven"
@@ -31,7 +33,7 @@ MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
 DOWNLOAD_TIMEOUT_S = 300.0
 
 
-class MavenUnavailable(RuntimeError):
+class MavenUnavailable(LakeflowError, RuntimeError):
     """No Maven to run: the message says what was tried and what to do."""
 
 

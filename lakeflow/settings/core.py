@@ -179,13 +179,17 @@ class Settings(Http, LocalState, KafkaSource, Ingestion, Table, Storage, Auth, C
 
 
 def load_settings(
-    env: Mapping[str, str] | None = None, env_file: Path | None = None, *, local: bool | None = None
+    env: Mapping[str, str] | None = None,
+    env_file: Path | None = None,
+    *,
+    local: bool | None = None,
+    overrides: Mapping[str, str] | None = None,
 ) -> Settings:
-    """``Settings`` from ``env`` (default ``os.environ``) over ``env_file`` (default
-    ``$LAKEFLOW_ENV_FILE`` or ``./.env.local``). The catalog is Lakekeeper when LAKEKEEPER or
-    WAREHOUSE_ID is set, else the embedded local catalog; ``local`` forces it."""
+    """``Settings`` from ``overrides`` (e.g. a command's flags) over ``env`` (default ``os.environ``)
+    over ``env_file`` (default ``$LAKEFLOW_ENV_FILE`` or ``./.env.local``). The catalog is Lakekeeper
+    when LAKEKEEPER or WAREHOUSE_ID is set, else the embedded local catalog; ``local`` forces it."""
     environ = os.environ if env is None else env
-    values = overlay(environ, env_file or default_env_file(environ))
+    values = {**overlay(environ, env_file or default_env_file(environ)), **(overrides or {})}
     chosen = "LAKEKEEPER" in values or "WAREHOUSE_ID" in values
     catalog = "local" if local or (local is None and not chosen) else "lakekeeper"
     return load(

@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
+from lakeflow.errors import ConfigurationError
 from lakeflow.secret import Secret, redact_url
 
 M = TypeVar("M", bound="EnvModel")
@@ -30,11 +31,11 @@ _DURATION = re.compile(r"^(\d+)(ms|s|m|h|d)?$")
 _UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-class SettingsError(ValueError):
+class SettingsError(ConfigurationError, ValueError):
     """One or more variables are missing or malformed; the message names each of them."""
 
 
-class Invalid(ValueError):
+class Invalid(ConfigurationError, ValueError):
     """A variable's value is wrong: ``expected`` says how, ``shown`` is the value as it may be
     printed (``None``: not at all, e.g. a secret)."""
 

@@ -3,9 +3,11 @@ named in each description: they set up processes, paths and tools before setting
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 
-from lakeflow.settings.env import EnvModel, Port, PositiveInt
+from lakeflow.settings.env import EnvModel, Port, PositiveInt, load_only
 
 
 class ProcessEnvironment(EnvModel):
@@ -14,7 +16,7 @@ class ProcessEnvironment(EnvModel):
     env_file: str | None = Field(
         None, alias="LAKEFLOW_ENV_FILE", description="The dotenv file lakeflow reads (default ./.env.local)."
     )
-    jar: str | None = Field(
+    jar: Path | None = Field(
         None,
         alias="LAKEFLOW_JAR",
         description="The JVM helpers jar (JSON-array writer, sensor clock); default "
@@ -96,3 +98,9 @@ class ProcessEnvironment(EnvModel):
     spark_worker_memory: str = Field(
         "1g", alias="SPARK_WORKER_MEMORY", description="make spark-up: the worker's memory for executors."
     )
+
+
+def process_environment(*names: str) -> ProcessEnvironment:
+    """The variables ``names`` of the process environment (no dotenv file), the others at their
+    defaults: a bad value of a variable not asked for cannot fail the caller."""
+    return load_only(ProcessEnvironment, names, "process settings")

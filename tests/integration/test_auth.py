@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 
 import pytest
 
@@ -59,7 +60,7 @@ def test_a_token_rejected_twice_is_an_error_not_a_loop(lakekeeper, oauth):
     with pytest.raises(CatalogError) as err:
         catalog.list_tables(("iot",))
     assert (err.value.code, err.value.type) == (401, "AuthenticationFailed")
-    assert err.value.error_id
+    assert str(uuid.UUID(err.value.error_id)) == err.value.error_id  # the server's Error ID, a UUID
     assert len(lakekeeper.calls("GET", "/generic-tables")) == 2
     assert oauth.token_requests == 2
 

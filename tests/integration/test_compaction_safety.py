@@ -30,6 +30,60 @@ from tests.unit.test_compaction_safety import DAY_MS  # noqa: F401 (fixtures, co
 TARGET = "sensor-readings-compacted"
 
 
+def _s3_storage(moto: MotoServer, bucket: str) -> Storage:
+    moto.client("s3").create_bucket(Bucket=bucket)
+    return Storage(f"s3://{bucket}/warehouse/t", {"s3.endpoint": moto.url, "s3.access-key-id": "bootstrap",
+                                                  "s3.secret-access-key": "bootstrap", "s3.region": "us-east-1",
+                                                  "s3.path-style-access": "true"})
+
+
+@pytest.fixture(params=["file", "s3"])
+def lease_storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    if request.param == "file":
+        return Storage((tmp_path / "t").as_uri())
+    return _s3_storage(request.getfixturevalue("moto_server"), f"lease-{uuid.uuid4().hex[:12]}")
+
+
+def test_delete_many_deletes_in_batches_and_leaves_no_empty_folders(lease_storage: Storage,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retention and maintenance delete through ``delete_many``: on S3 in DeleteObjects requests of
+    ``DELETE_BATCH`` keys (1,000; 4 here), a missing key no error (moto's server); local folders left
+    empty go, a folder still holding a file stays."""
+    from lakeflow.compaction import files
+
+    monkeypatch.setattr(files, "DELETE_BATCH", 4)
+    storage = lease_storage
+    rels = [f"2025-11-21--{n % 3:02d}/part-a-0-{n}.json" for n in range(10)]
+    for rel in [*rels, "2025-11-21--02/keep.json"]:
+        storage.write(rel, b"[]")
+    calls: list[int] = []
+    if not storage.is_local:
+        storage._s3().meta.events.register("provide-client-params.s3.DeleteObjects",
+                                           lambda params, **_: calls.append(len(params["Delete"]["Objects"])))
+    storage.delete_many([*rels, "2025-11-21--00/never-written.json"])
+    assert [e.rel for e in storage.list()] == ["2025-11-21--02/keep.json"]
+    if storage.is_local:
+        root = Path(storage.location.removeprefix("file://"))
+        assert sorted(p.name for p in root.iterdir()) == ["2025-11-21--02"]
+    else:
+        assert calls == [4, 4, 3]
+
+
+def test_conditional_create_lets_one_writer_win(lease_storage: Storage) -> None:
+    assert lease_storage.create("x/one.json", b"a") is True
+    assert lease_storage.create("x/one.json", b"b") is False
+    assert lease_storage.read("x/one.json") == b"a"
+
+
+def test_the_lease_excludes_a_second_run_until_released(lease_storage: Storage) -> None:
+    with Lease(lease_storage, "run-1", "iot.t", ttl_s=30):
+        with pytest.raises(CompactionBusy, match=r"another compaction of iot.t is running \(run run-1, pid \d+"):
+            Lease(lease_storage, "run-2", "iot.t", ttl_s=30).acquire()
+    with Lease(lease_storage, "run-3", "iot.t", ttl_s=30) as lease:
+        assert lease.generation >= 3
+    assert len(lease_storage.list(LEASE_DIR)) == 1  # older generations pruned
+
+
 def test_a_dead_holder_on_this_host_frees_the_lease_at_once(tmp_path: Path) -> None:
     storage = Storage((tmp_path / "t").as_uri())
     code = ("import sys, os; from lakeflow.compaction.lease import Lease; from lakeflow.compaction.files import "
@@ -113,57 +167,3 @@ def test_two_compactors_on_two_hosts_lose_double_and_delete_nothing(tmp_path: Pa
     result = two_compactors(tmp_path, rounds=3, seed=7)
     assert result.ok, result.line()
     assert result.counts["rows"] == 3 * 120
-
-
-def test_delete_many_deletes_in_batches_and_leaves_no_empty_folders(lease_storage: Storage,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """Retention and maintenance delete through ``delete_many``: on S3 in DeleteObjects requests of
-    ``DELETE_BATCH`` keys (1,000; 4 here), a missing key no error (moto's server); local folders left
-    empty go, a folder still holding a file stays."""
-    from lakeflow.compaction import files
-
-    monkeypatch.setattr(files, "DELETE_BATCH", 4)
-    storage = lease_storage
-    rels = [f"2025-11-21--{n % 3:02d}/part-a-0-{n}.json" for n in range(10)]
-    for rel in [*rels, "2025-11-21--02/keep.json"]:
-        storage.write(rel, b"[]")
-    calls: list[int] = []
-    if not storage.is_local:
-        storage._s3().meta.events.register("provide-client-params.s3.DeleteObjects",
-                                           lambda params, **_: calls.append(len(params["Delete"]["Objects"])))
-    storage.delete_many([*rels, "2025-11-21--00/never-written.json"])
-    assert [e.rel for e in storage.list()] == ["2025-11-21--02/keep.json"]
-    if storage.is_local:
-        root = Path(storage.location.removeprefix("file://"))
-        assert sorted(p.name for p in root.iterdir()) == ["2025-11-21--02"]
-    else:
-        assert calls == [4, 4, 3]
-
-
-def test_conditional_create_lets_one_writer_win(lease_storage: Storage) -> None:
-    assert lease_storage.create("x/one.json", b"a") is True
-    assert lease_storage.create("x/one.json", b"b") is False
-    assert lease_storage.read("x/one.json") == b"a"
-
-
-def test_the_lease_excludes_a_second_run_until_released(lease_storage: Storage) -> None:
-    with Lease(lease_storage, "run-1", "iot.t", ttl_s=30):
-        with pytest.raises(CompactionBusy, match=r"another compaction of iot.t is running \(run run-1, pid \d+"):
-            Lease(lease_storage, "run-2", "iot.t", ttl_s=30).acquire()
-    with Lease(lease_storage, "run-3", "iot.t", ttl_s=30) as lease:
-        assert lease.generation >= 3
-    assert len(lease_storage.list(LEASE_DIR)) == 1  # older generations pruned
-
-
-@pytest.fixture(params=["file", "s3"])
-def lease_storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    if request.param == "file":
-        return Storage((tmp_path / "t").as_uri())
-    return _s3_storage(request.getfixturevalue("moto_server"), f"lease-{uuid.uuid4().hex[:12]}")
-
-
-def _s3_storage(moto: MotoServer, bucket: str) -> Storage:
-    moto.client("s3").create_bucket(Bucket=bucket)
-    return Storage(f"s3://{bucket}/warehouse/t", {"s3.endpoint": moto.url, "s3.access-key-id": "bootstrap",
-                                                  "s3.secret-access-key": "bootstrap", "s3.region": "us-east-1",
-                                                  "s3.path-style-access": "true"})

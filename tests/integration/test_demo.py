@@ -20,7 +20,7 @@ from lakeflow import prereqs
 from lakeflow.lineage.emit_json import document
 from lakeflow.lineage.graph import build
 from lakeflow.lineage.render import html_page
-from lakeflow.lineage.spark import merge
+from lakeflow.lineage.stored_runs import merge
 from lakeflow.runtime.flink_cluster import FlinkCluster
 from lakeflow.secret import is_secret_key
 from tests.unit.test_demo import ROOT, _events  # noqa: F401 (fixtures, constants)

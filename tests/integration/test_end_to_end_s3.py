@@ -131,7 +131,7 @@ def test_register_ingest_compact_harvest_is_one_lineage_on_s3(moto_iam, make_fli
         raw, iceberg = from_location(location), from_location(iceberg_location)
         bucket = location.removeprefix("s3://").split("/", 1)[0]
         (flink,) = [j for j in doc["jobs"] if j["engine"] == "flink"]
-        (spark,) = [j for j in doc["jobs"] if j["engine"] == "spark"]
+        (spark,) = [j for j in doc["jobs"] if j["engine"] == "compaction"]
         assert (flink["job_id"], flink["state"], flink["inputs"], flink["outputs"]) == (
             job_id, "FINISHED", [], [str(raw)])
         assert (spark["state"], spark["inputs"], spark["outputs"]) == ("COMPLETE", [str(raw)], [str(iceberg)])
@@ -142,7 +142,7 @@ def test_register_ingest_compact_harvest_is_one_lineage_on_s3(moto_iam, make_fli
         assert (datasets[str(iceberg)]["namespace"], datasets[str(iceberg)]["path"]) == (
             f"s3://{bucket}", f"{wh.key_prefix}/{NAMESPACE[0]}/{TARGET}")
         path = chain(doc, f"flink:{flink['name']}")
-        assert path == [f"flink:{flink['name']}", f"dataset:{raw}", f"spark:{spark['name']}", f"dataset:{iceberg}"]
+        assert path == [f"flink:{flink['name']}", f"dataset:{raw}", f"compaction:{spark['name']}", f"dataset:{iceberg}"]
         assert len(doc["edges"]) == 3                                   # nothing beside the chain
         assert datasets[str(raw)]["aliases"] == [str(catalog_alias(env["LAKEKEEPER"], wh.id, "iot", TABLE))]
         assert datasets[str(iceberg)]["aliases"] == [
@@ -151,8 +151,8 @@ def test_register_ingest_compact_harvest_is_one_lineage_on_s3(moto_iam, make_fli
         assert len(runs) == len(doc["runs"]) == 2
         assert (runs["flink"]["run_id"], runs["flink"]["result"], runs["flink"]["records_out"]) == (
             job_id, "SUCCESS", NUM_RECORDS)
-        assert (runs["spark"]["run_id"], runs["spark"]["result"], runs["spark"]["records_in"],
-                runs["spark"]["records_out"]) == (r["run_id"], "SUCCESS", NUM_RECORDS, NUM_RECORDS)
+        assert (runs["compaction"]["run_id"], runs["compaction"]["result"], runs["compaction"]["records_in"],
+                runs["compaction"]["records_out"]) == (r["run_id"], "SUCCESS", NUM_RECORDS, NUM_RECORDS)
         (flow,) = [f for f in doc["flows"] if f["engine"] == "flink"]
         assert flow["properties"][f"param.{PARAM_RUN_ID}"] == run_id      # the run_id in every reading
         assert "s3a://" not in outputs["lineage.json"]

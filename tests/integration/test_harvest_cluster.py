@@ -103,7 +103,7 @@ def test_flink_and_compaction_lineage_are_one_graph(harvest_scenario, tmp_path):
         if node not in reached:
             reached.add(node)
             todo.extend(graph.get(node, ()))
-    assert {f"dataset:{raw}", "spark:lakeflow.compaction", f"dataset:{iceberg}"} <= reached
+    assert {f"dataset:{raw}", "compaction:lakeflow.compaction", f"dataset:{iceberg}"} <= reached
     assert [d["aliases"] for d in doc["datasets"] if d["name"] == str(raw)] == [
         [str(catalog_alias(harvest_scenario.catalog_uri, "local", "iot", "sensor-readings"))]]
 
@@ -151,9 +151,9 @@ def test_ingestion_and_the_real_compaction_are_one_lineage(flink_cluster, ingest
                  "^lakeflow-ingest ", "--lineage-dir", str(home / "lineage")]) == 0
     doc = json.loads(out.read_text())
     raw = f"dataset:{from_location(table.as_uri())}"
-    (spark,) = [j for j in doc["jobs"] if j["engine"] == "spark"]
+    (spark,) = [j for j in doc["jobs"] if j["engine"] == "compaction"]
     assert (spark["state"], spark["inputs"]) == ("COMPLETE", [raw[len("dataset:"):]])
     (iceberg,) = spark["outputs"]
     ingest = next(j["name"] for j in doc["jobs"] if j["outputs"] == [raw[len("dataset:"):]])
     edges = {tuple(e) for e in doc["edges"]}
-    assert {(f"flink:{ingest}", raw), (raw, f"spark:{spark['name']}"), (f"spark:{spark['name']}", f"dataset:{iceberg}")} <= edges
+    assert {(f"flink:{ingest}", raw), (raw, f"compaction:{spark['name']}"), (f"compaction:{spark['name']}", f"dataset:{iceberg}")} <= edges

@@ -262,8 +262,8 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
     assert (job["state"], job["inputs"], sorted(job["outputs"])) == ("FINISHED", [kafka_topic], sorted([raw, dead]))
     assert job["evidence"][kafka_topic] == "declared" and not job["unresolved"]
     assert not [d for d in doc["datasets"] if "kafka_messages" in d["name"]]
-    (spark,) = [j for j in doc["jobs"] if j["engine"] == "spark"]
+    (spark,) = [j for j in doc["jobs"] if j["engine"] == "compaction"]
     (iceberg,) = spark["outputs"]
     edges = {tuple(e) for e in doc["edges"]}
     assert {(f"dataset:{kafka_topic}", f"flink:{job['name']}"), (f"flink:{job['name']}", f"dataset:{raw}"),
-            (f"dataset:{raw}", f"spark:{spark['name']}"), (f"spark:{spark['name']}", f"dataset:{iceberg}")} <= edges
+            (f"dataset:{raw}", f"compaction:{spark['name']}"), (f"compaction:{spark['name']}", f"dataset:{iceberg}")} <= edges

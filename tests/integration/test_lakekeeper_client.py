@@ -155,7 +155,7 @@ def test_drop_keeps_data_unless_purge(lakekeeper, moto_server):
     catalog.drop(NS, "kept")
     assert lakekeeper.calls("DELETE")[-1].query["purgeRequested"] == "false"
     assert s3.list_objects_v2(Bucket=bucket, Prefix=key + "/")["KeyCount"] == 1
-    with pytest.raises(TableNotFound):
+    with pytest.raises(TableNotFound, match=r"^404 NoSuchGenericTableException: load iot\.kept: the table does not exist "):
         catalog.load(NS, "kept")
     purged = catalog.register(NS, "purged")
     bucket, key = s3_key(purged.location)
@@ -177,7 +177,7 @@ def test_rename(lakekeeper):
     handle = catalog.register(NS, "old")
     catalog.rename(NS, "old", NS, "new")
     assert catalog.load(NS, "new").location == handle.location
-    with pytest.raises(TableNotFound):
+    with pytest.raises(TableNotFound, match=r"^404 NoSuchGenericTableException: load iot\.old: the table does not exist "):
         catalog.load(NS, "old")
 
 

@@ -208,12 +208,12 @@ def test_the_page_in_a_real_browser(browser, scenario_files, recorded_scenario, 
     page.click(raw)
     node, text = page.details()
     assert node == raw and raw[len("dataset:"):] in text
-    assert "flink:harvest-declared-sink" in text and "spark:lakeflow.compact.iot.sensor-readings-compacted" in text
+    assert "flink:harvest-declared-sink" in text and "compaction:lakeflow.compact.iot.sensor-readings-compacted" in text
     assert "iot.sensor-readings" in text  # its Lakekeeper identity, as an alias
 
-    page.click("spark:lakeflow.compact.iot.sensor-readings-compacted")
+    page.click("compaction:lakeflow.compact.iot.sensor-readings-compacted")
     node, text = page.details()
-    assert node == "spark:lakeflow.compact.iot.sensor-readings-compacted"
+    assert node == "compaction:lakeflow.compact.iot.sensor-readings-compacted"
     assert "COMPLETE" in text and "SUCCESS" in text and "0199b0a4-6f1c-7000-8000-000000000001" in text
     assert "2026-11-22 01:00:00 UTC" in text and "2.0 min" in text and "3.9 KiB" in text  # times, bytes in
 

@@ -82,7 +82,7 @@ def test_storage_paths(tmp_path: Path) -> None:
     assert s.uri("a/b.json") == f"file://{tmp_path}/a/b.json"
     assert s.relative(f"file:{tmp_path}/a/b.json") == "a/b.json"        # Spark's spelling
     assert s.relative(f"file://{tmp_path}/a/b.json") == "a/b.json"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=f"^file://{tmp_path.parent}/elsewhere.json is not under {s.location}$"):
         s.relative(f"file://{tmp_path.parent}/elsewhere.json")
     assert s.spark_path("2026-11-21--10/part-a b.json") == f"file:{tmp_path}/2026-11-21--10/part-a%20b.json"
     assert Storage("s3://bucket/raw/t", {"s3.region": "us-east-1"}).spark_path("p=1/x.json") == "s3a://bucket/raw/t/p=1/x.json"
@@ -314,7 +314,7 @@ def test_rest_catalog_times_out_and_never_resends_a_write(tmp_path: Path) -> Non
 def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) -> None:
     from lakeflow.ingest.job import IngestJob
     from lakeflow.lineage import datasets
-    from lakeflow.lineage.spark import read_runs
+    from lakeflow.lineage.stored_runs import read_runs
 
     env = settings_env(tmp_path / "home")
     config = load_config(env=env)

@@ -12,7 +12,7 @@ from pathlib import Path
 from lakeflow import prereqs
 from lakeflow.lineage.emit_json import document
 from lakeflow.lineage.graph import build
-from lakeflow.lineage.spark import merge
+from lakeflow.lineage.stored_runs import merge
 
 ROOT = Path(__file__).resolve().parents[2]
 

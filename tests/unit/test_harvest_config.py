@@ -92,3 +92,36 @@ def test_flags_override_the_recipe(recorded_jobmanager, tmp_path, monkeypatch):
 def test_no_rest_url_is_a_clear_error(capsys):
     assert main(["harvest"]) == 2
     assert "give --rest-url URL" in capsys.readouterr().err
+
+
+def test_every_error_of_a_recipe_is_on_one_line_and_no_secret_shows():
+    with pytest.raises(ConfigError) as caught:
+        from_mapping({"connection": {"rest_api_url": "u", "token": "s3cr3t value", "timeout": 1},
+                      "max_workers": 0, "env": 5})
+    assert str(caught.value) == (
+        "config.connection.token: expected one token without spaces or control characters (the value is not shown); "
+        "config.env: expected str, got 5; config.max_workers: expected ≥ 1, got 0; "
+        "config.connection: unknown key(s) timeout")
+
+
+def test_a_null_key_takes_its_default_declared_once():
+    from lakeflow.lineage.flink_rest import Connection
+
+    cfg = from_mapping({"connection": {"rest_api_url": "http://jm", "timeout_seconds": None}, "max_workers": None})
+    assert (cfg.max_workers, cfg.connection) == (10, Connection("http://jm"))
+    assert (cfg.include_job_states, cfg.operator_granularity, cfg.fail_safe_threshold) == (
+        ("RUNNING", "FINISHED", "FAILED", "CANCELED"), "job", 75.0)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--max-workers", "0"], "--max-workers: expected ≥ 1, got 0"),
+    (["--timeout", "0"], "--timeout: expected > 0, got 0.0"),
+    (["--fail-safe-threshold", "101"], "--fail-safe-threshold: expected ≤ 100, got 101.0"),
+    (["--include-job-states", "running,done"], "--include-job-states: unknown state(s) DONE; expected some of "
+     "CANCELED, CANCELLING, CREATED, FAILED, FAILING, FINISHED, INITIALIZING, RECONCILING, RESTARTING, RUNNING, SUSPENDED"),
+    (["--job-name-allow", "("], "--job-name-allow: '(' is not a regular expression: missing ), unterminated "
+     "subpattern at position 0"),
+])
+def test_a_bad_flag_is_validated_with_the_recipe_and_named(flags, message, capsys):
+    assert main(["harvest", "--rest-url", "http://unreachable.invalid:1", *flags]) == 2
+    assert capsys.readouterr().err == f"lakeflow harvest: {message}\n"

@@ -82,7 +82,7 @@ def test_single_flight_caches_failures_too():
         raise FlinkRestError("nope")
 
     for _ in range(3):
-        with pytest.raises(FlinkRestError):
+        with pytest.raises(FlinkRestError, match="^nope$"):
             cache.get("k", load)
     assert len(calls) == 1
 

@@ -2,7 +2,7 @@
 
 from lakeflow.lineage.datasets import DatasetId, catalog_alias, from_location
 from lakeflow.lineage.flink_rest import parse_job
-from lakeflow.lineage.graph import FlinkJob, SparkRun, build
+from lakeflow.lineage.graph import FlinkJob, StoredRun, build
 from lakeflow.lineage.plan import Reference, TableRef
 from lakeflow.lineage.resolve import Resolution
 
@@ -18,9 +18,9 @@ def flink_job(jid: str, name: str, start: int, state: str = "FINISHED") -> Flink
                     (Resolution(ref, DatasetId("iceberg", "iot.readings_compacted"), aliases=(ALIAS,)),))
 
 
-def compaction() -> SparkRun:
+def compaction() -> StoredRun:
     raw = from_location("s3://lake/warehouse/iot/readings")
-    return SparkRun("r1", "lakeflow", "compaction", "COMPLETE", 1, 2, (raw,), (ICEBERG_LOCATION,),
+    return StoredRun("r1", "lakeflow", "compaction", "COMPLETE", 1, 2, (raw,), (ICEBERG_LOCATION,),
                     {ICEBERG_LOCATION: (ALIAS,)}, {})
 
 
@@ -30,7 +30,7 @@ def test_a_catalog_table_and_its_location_are_one_dataset():
     assert reader.inputs == (ICEBERG_LOCATION,)  # the Iceberg REST identity folded into its location
     ds = next(d for d in g.datasets if d.id == ICEBERG_LOCATION)
     assert set(ds.aliases) == {ALIAS, DatasetId("iceberg", "iot.readings_compacted")}
-    assert ("spark:lakeflow.compaction", f"dataset:{ICEBERG_LOCATION}") in g.edges()
+    assert ("compaction:lakeflow.compaction", f"dataset:{ICEBERG_LOCATION}") in g.edges()
     assert (f"dataset:{ICEBERG_LOCATION}", "flink:reader") in g.edges()
 
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from lakeflow.lineage.config import HarvestConfig
+from lakeflow.lineage.config import from_mapping
 from lakeflow.lineage.flink_rest import Connection, strict_json
 from lakeflow.lineage.harvest import harvest
 from tests.standins.flink_rest import Answer
@@ -39,7 +39,7 @@ def jobmanager(flink_rest_stub):
 
 
 def run(stub):
-    return harvest(HarvestConfig(Connection(stub.url, max_retries=0)))
+    return harvest(from_mapping({"connection": {"rest_api_url": stub.url, "max_retries": 0}}))
 
 
 DEEP = b"[" * 100_000 + b"]" * 100_000

@@ -139,10 +139,10 @@ def test_compaction_runs_join_the_flink_graph(recorded_jobmanager, recorded_scen
     doc = json.loads(harvest(recorded_jobmanager, tmp_path, "--lineage-dir", str(store))[1])
     edges = {tuple(e) for e in doc["edges"]}
     raw, ice = f"dataset:{from_location(raw_location)}", f"dataset:{from_location(iceberg)}"
-    # sensors → Flink job → raw table → Spark compaction → Iceberg table: one connected chain
-    assert {("flink:harvest-declared-sink", raw), (raw, "spark:lakeflow.compaction"),
-            ("spark:lakeflow.compaction", ice)} <= edges
-    spark_run = next(r for r in doc["runs"] if r["engine"] == "spark")
+    # sensors → Flink job → raw table → compaction → Iceberg table: one connected chain
+    assert {("flink:harvest-declared-sink", raw), (raw, "compaction:lakeflow.compaction"),
+            ("compaction:lakeflow.compaction", ice)} <= edges
+    spark_run = next(r for r in doc["runs"] if r["engine"] == "compaction")
     assert (spark_run["result"], spark_run["end_ms"] - spark_run["start_ms"]) == ("SUCCESS", 60000)
     raw_ds = next(d for d in doc["datasets"] if d["name"] == str(from_location(raw_location)))
     assert raw_ds["aliases"] == [str(raw_alias)]  # one dataset, the catalog identity as its alias

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lakeflow.catalog.base import CatalogError
+from lakeflow.catalog.base import CatalogError, TableNotFound
 from lakeflow.catalog.local import LocalCatalog
 from lakeflow.catalog.locations import check_location
 from lakeflow.settings import SettingsError, load_settings
@@ -111,7 +111,7 @@ def test_local_locations_cannot_leave_the_warehouse(catalog, tmp_path, location,
     assert err.value.type == "InvalidLocation" and err.value.code == 400
     assert warehouse.as_uri() in str(err.value)  # says where locations may go
     assert not outside(tmp_path).exists()
-    with pytest.raises(CatalogError):
+    with pytest.raises(TableNotFound, match=r"^404 NoSuchGenericTableException: table iot\.t does not exist$"):
         catalog.load(("iot",), "t")  # nothing registered
 
 

@@ -3,7 +3,7 @@ those below it — ``cli`` (the only code parsing arguments) → the domain (cat
 lineage, query, stack, aws_profile, demo) → the shared leaves (settings, credentials, auth, http,
 secret, uris, readings) → the runtime layer (``lakeflow.runtime``: where Flink and Spark are, jars,
 processes, memory, the class archive, the cluster managers, ports, private files), a leaf that imports
-no other lakeflow module; no import cycle; and pyspark imported only by the Spark engine's modules, so
+no other lakeflow module but the exception hierarchy (``lakeflow.errors``, itself a leaf); no import cycle; and pyspark imported only by the Spark engine's modules, so
 an arrow compaction run never loads it. Imports inside functions count everywhere.
 
 A module's *module-level* imports are those its body runs on import: not those inside functions,
@@ -24,7 +24,8 @@ LAYERS = {
     "cli": 3,  # parses arguments, prints for people
     **dict.fromkeys(("catalog", "ingest", "compaction", "lineage", "query", "stack", "aws_profile", "demo"), 2),
     **dict.fromkeys(("settings", "credentials", "auth", "http", "secret", "uris", "readings"), 1),
-    "runtime": 0,  # a leaf: imports no other lakeflow module
+    "runtime": 0,  # a leaf: imports no other lakeflow module but the exception hierarchy
+    "errors": 0,  # the exception hierarchy: a leaf every layer may raise from
     "__init__": 0,  # the version
     "prereqs": 0,  # run before the virtualenv exists: the standard library only
 }
@@ -149,8 +150,13 @@ def test_the_runtime_layer_imports_no_other_lakeflow_module() -> None:
     runtime = {n for n in graph if n.startswith("lakeflow.runtime")}
     assert runtime >= {"lakeflow.runtime.homes", "lakeflow.runtime.jars", "lakeflow.runtime.processes",
                        "lakeflow.runtime.flink_cluster", "lakeflow.runtime.spark_cluster"}
-    upward = {n: sorted(d) for n in runtime if (d := graph[n] - runtime - {"lakeflow"})}
+    upward = {n: sorted(d) for n in runtime if (d := graph[n] - runtime - {"lakeflow", "lakeflow.errors"})}
     assert not upward, f"lakeflow.runtime modules importing the layers above: {upward}"
+
+
+def test_the_exception_hierarchy_is_a_leaf() -> None:
+    """``lakeflow.errors`` imports no lakeflow module, so every layer (runtime included) may raise its errors."""
+    assert import_graph(inside_functions=True)["lakeflow.errors"] <= {"lakeflow"}
 
 
 def _part(module: str) -> str:

@@ -105,7 +105,7 @@ def test_lineage_view_draws_a_saved_harvest_with_the_newer_store(scenario_files,
     merged = json.loads(out.read_text())
     assert {j["name"] for j in merged["jobs"] if j["engine"] == "flink"} == {j["name"] for j in doc["jobs"]
                                                                              if j["engine"] == "flink"}
-    assert len([r for r in merged["runs"] if r["engine"] == "spark"]) == 2
+    assert len([r for r in merged["runs"] if r["engine"] == "compaction"]) == 2
     assert sorted(d["name"] for d in merged["datasets"]) == sorted(d["name"] for d in doc["datasets"])  # folded
     assert sorted(map(tuple, merged["edges"])) == sorted(map(tuple, doc["edges"]))
     html_out = tmp_path / "view.html"

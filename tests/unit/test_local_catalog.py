@@ -51,7 +51,7 @@ def test_drop_keeps_data_unless_purged(catalog):
     purged = Path(urlparse(catalog.register(NS, "purged").location).path)
     catalog.drop(NS, "purged", purge=True)
     assert not purged.exists()
-    with pytest.raises(TableNotFound):
+    with pytest.raises(TableNotFound, match=r"^404 NoSuchGenericTableException: table iot\.raw\.purged does not exist$"):
         catalog.drop(NS, "purged")
 
 

@@ -15,8 +15,8 @@ from lakeflow.cli.main import main
 from lakeflow.lineage import native
 from lakeflow.lineage import openlineage as ol
 from lakeflow.lineage.datasets import DatasetId, catalog_alias, from_location
-from lakeflow.lineage.spark import read_runs
 from lakeflow.lineage.store import JOB_NAMESPACE, read_events
+from lakeflow.lineage.stored_runs import read_runs
 
 SENSORS = DatasetId("lakeflow", "synthetic-sensors")
 

@@ -78,8 +78,8 @@ def assert_valid(events: list[dict[str, Any]]) -> None:
 
 def test_the_schema_documents_are_the_ones_the_events_name():
     assert CORE in DOCUMENTS
-    assert DOCUMENTS[f"{ol.FACETS_URL}/LakeflowRunFacet.json"]  # lakeflow's facets: $id = the _schemaURL stamped
-    assert DOCUMENTS[f"{ol.FACETS_URL}/LakeflowCompactionRunFacet.json"]
+    for facet in ("LakeflowRunFacet", "LakeflowCompactionRunFacet"):  # lakeflow's: $id = the _schemaURL stamped
+        assert DOCUMENTS[f"{ol.FACETS_URL}/{facet}.json"]["$id"] == f"{ol.FACETS_URL}/{facet}.json"
     event = ol.to_dict(ol.run_event("START", run_id="0199b0a4-6f1c-7000-8000-00000000000c", job_namespace="n",
                                     job_name="j"))
     assert event["schemaURL"] == f"{CORE}#/$defs/RunEvent" and not schema_errors(event)
@@ -187,7 +187,7 @@ def test_harvested_events_validate_and_carry_the_compaction_figures(recorded_job
     assert [e["eventType"] for e in spark] == ["START", "COMPLETE"]
     figures = spark[-1]["run"]["facets"]["lakeflow_run"]
     assert (figures["records_in"], figures["records_out"], figures["bytes_in"], figures["bytes_out"]) == (40, 40, 4000, 900)
-    assert all(e["job"]["facets"]["jobType"]["integration"] in ("FLINK", "SPARK") for e in events)
+    assert all(e["job"]["facets"]["jobType"]["integration"] in ("FLINK", "COMPACTION") for e in events)
 
 
 @dataclass

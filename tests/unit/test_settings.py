@@ -141,8 +141,32 @@ def test_env_example_is_the_models_rendered():
 def test_every_variable_the_code_reads_is_documented():
     read = set()
     for path in [*(REPO / "lakeflow").rglob("*.py"), *(REPO / "jobs").rglob("*.py")]:
-        read |= set(re.findall(r"environ(?:\.get)?[(\[]\s*[\"']([A-Z][A-Z0-9_]+)[\"']", path.read_text()))
+        text = path.read_text()
+        read |= set(re.findall(r"environ(?:\.get)?[(\[]\s*[\"']([A-Z][A-Z0-9_]+)[\"']", text))
+        read |= set(re.findall(r"process_environment\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']", text))
+    assert {"LAKEFLOW_JAR", "FLINK_PLUGINS_DIR", "FLINK_LOG_DIR"} <= read  # the pattern sees the reads
     assert read - PROCESS_INTERNALS <= documented(), sorted(read - PROCESS_INTERNALS - documented())
+
+
+def test_process_settings_are_typed_and_read_only_when_asked(monkeypatch, tmp_path):
+    from lakeflow.ingest.sink import jar_path
+    from lakeflow.settings.process import process_environment
+
+    jar = tmp_path / "helpers.jar"
+    jar.write_bytes(b"PK")
+    monkeypatch.setenv("LAKEFLOW_JAR", str(jar))
+    monkeypatch.setenv("SPARK_MASTER_PORT", "not a port")  # not asked for: cannot fail the caller
+    assert process_environment("LAKEFLOW_JAR").jar == jar and jar_path() == jar
+    with pytest.raises(SettingsError, match=r"^invalid process settings: SPARK_MASTER_PORT='not a port': "
+                                            r"expected a port number \(0 to 65535\)$"):
+        process_environment("SPARK_MASTER_PORT")
+
+
+def test_overrides_win_over_the_environment_and_the_env_file(tmp_path):
+    env_file = tmp_path / ".env.local"
+    env_file.write_text("TABLE=from-file\nNAMESPACE=file.ns\n")
+    s = load_settings({"NAMESPACE": "env.ns"}, env_file, overrides={"TABLE": "from-flag"})
+    assert (s.namespace, s.table) == (("env", "ns"), "from-flag")
 
 
 def test_env_example_copied_as_is_keeps_the_embedded_catalog_and_a_bounded_demo():

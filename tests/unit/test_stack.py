@@ -135,7 +135,7 @@ def test_compose_services_images_and_dependencies(compose):
     assert services["lakekeeper"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
 
 
-def test_lakekeeper_reaches_postgres_and_keycloak_as_configured(compose, realm):
+def test_lakekeeper_reaches_postgres_and_keycloak_as_configured(compose, realm, stack_env):
     services = compose["services"]
     lk, db = env_of(services["lakekeeper"]), env_of(services["db"])
     assert env_of(services["migrate"]).items() <= lk.items(), "migrate and serve share the database"
@@ -144,7 +144,7 @@ def test_lakekeeper_reaches_postgres_and_keycloak_as_configured(compose, realm):
         assert (url.scheme, url.hostname, url.port) == ("postgresql", "db", 5432)
         assert (url.username, url.password, url.path) == (
             db["POSTGRES_USER"], db["POSTGRES_PASSWORD"], "/" + db["POSTGRES_DB"])
-    assert lk["LAKEKEEPER__PG_ENCRYPTION_KEY"]
+    assert lk["LAKEKEEPER__PG_ENCRYPTION_KEY"] == stack_env["STACK_PG_ENCRYPTION_KEY"] != ""
 
     provider = urlparse(lk["LAKEKEEPER__OPENID_PROVIDER_URI"])
     assert provider.hostname in services and provider.hostname == "keycloak"

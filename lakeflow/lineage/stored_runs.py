@@ -1,4 +1,4 @@
-"""Compaction runs from the lineage store: OpenLineage run events merged per run id (read as
+"""Runs from the lineage store, compaction runs foremost: OpenLineage run events merged per run id (read as
 plain JSON: no OpenLineage library import on the harvest's path); the engine that ran (arrow or
 spark, the ``processing_engine`` run facet) becomes the run's ``engine`` property. The same merge serves the
 Flink runs pushed by lakeflow's listener (:mod:`lakeflow.lineage.native`)."""
@@ -12,19 +12,19 @@ from typing import Any
 
 from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.flink_rest import IOMetrics
-from lakeflow.lineage.graph import SparkRun
+from lakeflow.lineage.graph import StoredRun
 from lakeflow.lineage.store import is_flink, read_events
 
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
 
 
-def read_runs(directory: Path) -> list[SparkRun]:
+def read_runs(directory: Path) -> list[StoredRun]:
     """Every compaction run in the store (not Flink's: :mod:`lakeflow.lineage.native`), START and
     COMPLETE/FAIL/ABORT events merged; sorted by run id."""
     return merge(e for e in read_events(directory) if not is_flink(e))
 
 
-def merge(events: Iterable[Mapping[str, Any]]) -> list[SparkRun]:
+def merge(events: Iterable[Mapping[str, Any]]) -> list[StoredRun]:
     by_run: dict[str, list[Mapping[str, Any]]] = {}
     for e in events:
         by_run.setdefault(str(e["run"]["runId"]), []).append(e)
@@ -34,7 +34,7 @@ def merge(events: Iterable[Mapping[str, Any]]) -> list[SparkRun]:
     ]
 
 
-def _run(run_id: str, events: list[Mapping[str, Any]]) -> SparkRun:
+def _run(run_id: str, events: list[Mapping[str, Any]]) -> StoredRun:
     last = events[-1]
     start = next((_ms(e) for e in events if e.get("eventType") == "START"), None)
     end = next((_ms(e) for e in reversed(events) if e.get("eventType") in TERMINAL), None)
@@ -57,7 +57,7 @@ def _run(run_id: str, events: list[Mapping[str, Any]]) -> SparkRun:
         engine = run_facets.get("processing_engine")
         if isinstance(engine, Mapping) and engine.get("name"):  # the compaction engine that ran (arrow, spark)
             props["engine"] = str(engine["name"])[:40]
-    return SparkRun(
+    return StoredRun(
         run_id=run_id,
         namespace=str(last["job"]["namespace"]),
         name=str(last["job"]["name"]),
