@@ -55,8 +55,9 @@ def test_connection_refused_is_a_clear_error():
 @pytest.mark.parametrize("answer, message", [
     (Answer(200, b"<html>proxy login</html>"), "answer is not JSON"),
     (Answer(200, {"no": "jobs"}), None),
-    (Answer(200, {"jobs": [{"jid": "x"}]}), "field 'name' missing"),
-    (Answer(200, {"jobs": "nope"}), "field 'jobs' should be a list"),
+    (Answer(200, {"jobs": [{"jid": "x"}]}), r"/v1/jobs/overview: field 'jobs.0.name' missing \(and 1 more\)$"),
+    (Answer(200, {"jobs": "nope"}), r"/v1/jobs/overview: field 'jobs': Input should be a valid list \(got str\)$"),
+    (Answer(200, ["jobs"]), r"/v1/jobs/overview: the answer: Input should be a valid dictionary .* \(got list\)$"),
     (Answer(200, json.dumps({"jobs": [{"jid": "a", "name": "n", "state": "RUNNING"}] * 50}).encode(), truncate=True),
      "reading the answer failed|not JSON"),
 ])
