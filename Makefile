@@ -13,7 +13,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help install run demo test lint test-fast jar package cluster-up cluster-down flink-plugins \
+.PHONY: help install run demo test test-prereqs maven lint test-fast jar package cluster-up cluster-down flink-plugins \
         compact harvest stack bench-ingest bench-compact bench-longrun bench-harvest chaos clean
 
 help:  ## list the targets
@@ -43,16 +43,22 @@ DEMO_RECORDS = $(if $(FRESH_CLONE),NUM_RECORDS=1000 $(if $(BATCH_SIZE),,BATCH_SI
 run: install  ## run the sensor ingestion job (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings at 50/s; duration: docs/benchmarks.md)
 	$(DEMO_RECORDS) $(PY) jobs/sensor_ingest.py $(ARGS)
 
-test: install lint $(PACKAGE_ZIP) s3-jars sql-gateway-jar spark-cds  ## lint, then the test suite (real Flink + SQL Gateway, Spark, moto; zip and jars built/fetched first; duration: docs/benchmarks.md)
+test: test-prereqs install lint maven $(PACKAGE_ZIP) s3-jars sql-gateway-jar spark-cds  ## the Debian packages the tests use, lint, then the test suite (real Flink + SQL Gateway, Spark, moto; Maven, zip and jars fetched/built first; duration: docs/benchmarks.md)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-prereqs:  ## install the Debian packages the tests use when missing: chromium, postgresql, prometheus, prometheus-pushgateway (as root or with sudo; else says what to run)
+	@bash build-support/test-prereqs.sh
+
+maven: install  ## the Maven that fetches the jars: mvn on PATH, else Apache Maven fetched from Maven Central into build/maven/ (SHA-512 of build-support/maven/)
+	@$(PY) -m lakeflow.runtime.maven
 
 lint: install  ## ruff (lint + format check) and mypy on lakeflow/ and jobs/ (settings in pyproject.toml)
 	$(VENV)/bin/ruff check lakeflow jobs
 	$(VENV)/bin/ruff format --check lakeflow jobs
 	$(VENV)/bin/mypy
 
-test-fast: install  ## the tests not marked slow: they start no JVM (tests/jvm_guard.py fails one that does)
-	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
+test-fast: install  ## the unit tests (tests/unit/): no JVM, no subprocess (tests/unit/conftest.py fails one that starts a process)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 clean:  ## remove build output (keeps .venv and .lakeflow)
 	rm -rf build dist *.egg-info
@@ -76,7 +82,7 @@ package: $(JAR) $(PACKAGE_ZIP)  ## build what `flink run` needs (jar + zipped la
 	@echo "Built $(JAR) and $(PACKAGE_ZIP). Submit to the cluster of make cluster-up (FLINK_CONF_DIR under LAKEFLOW_HOME);"
 	@echo "settings and secrets come from the environment / .env.local, never from this command line:"
 	@echo
-	@$(PY) -m lakeflow.ingest.submit
+	@$(VENV)/bin/lakeflow flink-command
 	@echo
 	@echo "Next: run it with NUM_RECORDS=1000 in front (bounded; NUM_RECORDS=-1 streams until cancelled),"
 	@echo "      then make compact and make harvest (while the cluster runs)"
@@ -85,16 +91,16 @@ package: $(JAR) $(PACKAGE_ZIP)  ## build what `flink run` needs (jar + zipped la
 .PHONY: s3-jars sql-gateway-jar connector-jars
 
 s3-jars: install  ## fetch the S3 jars (Flink plugin + hadoop-aws/AWS SDK v2 for Spark) into build/jars/; installs the Flink plugin
-	$(PY) -m lakeflow.runtime.jars flink spark
+	$(VENV)/bin/lakeflow jars flink spark
 
 sql-gateway-jar: install  ## flink-sql-gateway of the wheel's Flink version into build/jars/ (the wheel lacks it; make cluster-up starts it from there)
-	$(PY) -m lakeflow.runtime.jars sql-gateway
+	$(VENV)/bin/lakeflow jars sql-gateway
 
 connector-jars: install  ## Flink's Kafka and JDBC (PostgreSQL) connectors into build/jars/ (the lineage tests' cluster has them in lib/)
-	$(PY) -m lakeflow.runtime.jars kafka-connector jdbc-connector
+	$(VENV)/bin/lakeflow jars kafka-connector jdbc-connector
 
 flink-plugins: install  ## flink-s3-fs-hadoop of the wheel's Flink version into its plugins/s3-fs-hadoop/ (cached in build/jars/)
-	$(PY) -m lakeflow.runtime.jars flink
+	$(VENV)/bin/lakeflow jars flink
 
 bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem/json sink; time to the first file of make run; then from a Kafka topic vs Flink's kafka → filesystem/json SQL job
 	$(PY) bench/bench_ingest.py $(ARGS)
@@ -119,14 +125,14 @@ bench-longrun: install  ## 300 compaction runs of 20 new files over 200,000 comp
 	$(PY) bench/bench_longrun.py $(ARGS)
 
 spark-cds: install  ## the Spark driver JVM's class-data-sharing archive (build/jars/cds/; a local session starts ~2.5 s sooner)
-	$(PY) -m lakeflow.compaction.spark.cds
+	$(VENV)/bin/lakeflow spark-cds
 
 s3a-jars: install  ## hadoop-aws of pyspark's Hadoop version + AWS SDK v2 modules for Spark's s3a:// (build/jars/spark-hadoop-*/)
-	$(PY) -m lakeflow.runtime.jars spark
+	$(VENV)/bin/lakeflow jars spark
 
 .PHONY: iceberg-rest
 iceberg-rest: install  ## the tests' Iceberg REST catalog: Apache Iceberg's REST test server 1.11.0 (+ S3FileIO) into build/iceberg-rest/
-	$(PY) -m tests.iceberg_rest
+	$(PY) -m tests.support.iceberg_rest
 
 # --- local Lakekeeper stack (Docker): Lakekeeper + Postgres + MinIO + Keycloak; docs/stack.md ---
 DOCKER ?= docker

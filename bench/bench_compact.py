@@ -36,7 +36,7 @@ from typing import Optional
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fixtures_compaction import LOCATIONS, SENSORS, make_home  # noqa: E402
+from tests.support.fixtures_compaction import LOCATIONS, SENSORS, make_home  # noqa: E402
 
 PER_FILE = 100
 DAY_MS = 1763683200000

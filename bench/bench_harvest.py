@@ -36,8 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lakeflow.flink_cluster import FlinkCluster  # noqa: E402
-from tests.fixtures_servers import free_port  # noqa: E402
+from lakeflow.runtime.flink_cluster import FlinkCluster  # noqa: E402
+from lakeflow.secret import is_secret_key
+from tests.support.fixtures_servers import free_port  # noqa: E402
 
 REAL_JOBS = 25
 TARGET = 0.25  # lakeflow's CPU time / DataHub's
@@ -121,7 +122,8 @@ def replay(jobs: int) -> Iterator[str]:
 @contextmanager
 def real_cluster(work: Path, keep: bool) -> Iterator[str]:
     """A local Flink cluster holding the benchmark's 25 finished jobs: its URL."""
-    cluster = FlinkCluster(work / "cluster", rest_port=free_port(), rpc_port=free_port(), slots=4)
+    cluster = FlinkCluster(work / "cluster", rest_port=free_port(), rpc_port=free_port(), slots=4,
+                           secret_variable=is_secret_key)
     print(f"starting a local Flink cluster ({cluster.rest_url}) …", flush=True)
     cluster.start()
     try:

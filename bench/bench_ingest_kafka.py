@@ -2,7 +2,7 @@
 readings from a topic, against Flink's own SQL job (``kafka`` source → ``filesystem`` sink, ``json``
 format, pure JVM) on the same broker, topic and machine, in the same run.
 
-A real Kafka 4.1.1 broker (``tests/kafka_broker.py``: KRaft, 127.0.0.1) holds N readings as JSON in
+A real Kafka 4.1.1 broker (``tests/support/kafka_broker.py``: KRaft, 127.0.0.1) holds N readings as JSON in
 a 2-partition topic. Both jobs read the topic from its earliest offsets up to the offsets present at
 start (bounded), parallelism 2, exactly-once checkpoints every 2 s into filesystem storage, and are
 timed from submission until every reading is committed (start-up included). lakeflow's job also
@@ -33,7 +33,7 @@ from lakeflow.catalog.local import LocalCatalog  # noqa: E402
 from lakeflow.ingest.job import IngestJob  # noqa: E402
 from lakeflow.readings import FIELDS  # noqa: E402
 from lakeflow.settings import load_settings  # noqa: E402
-from tests.kafka_broker import KafkaBroker, run_kafka  # noqa: E402
+from tests.support.kafka_broker import KafkaBroker, run_kafka  # noqa: E402
 
 
 def fill_topic(broker: KafkaBroker, topic: str, records: int) -> None:

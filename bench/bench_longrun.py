@@ -5,7 +5,7 @@
    compacted by *one* big run of the job (arrow engine), which writes the ledger's segments.
 2. **Long run**: ``--runs`` (300) consecutive runs of jobs/compact.py, each over ``--new`` (20) new
    part files of 50 readings; the files' hour bucket advances every 60 runs (a run a minute). The
-   runs execute in this process (``runpy``), so per-run wall time is the job's own work, not the
+   runs execute in this process (``compact()`` of jobs/compact.py, as ``lakeflow compact`` calls it), so per-run wall time is the job's own work, not the
    interpreter's start-up (~1.5 s of imports, the same for every run). They are scheduled as
    docs/compaction.md tells a service to run: ``lakeflow compact --every 60s --maintain-every 30m``
    with ``COMPACT_EXPIRE_OLDER_THAN=30m`` — the first run and every 30th also maintain the table
@@ -29,7 +29,6 @@ import contextlib
 import io
 import json
 import os
-import runpy
 import shutil
 import statistics
 import subprocess
@@ -43,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fixtures_compaction import json_array, make_home, readings  # noqa: E402
+from tests.support.fixtures_compaction import json_array, make_home, readings  # noqa: E402
 
 JOB = ROOT / "jobs" / "compact.py"
 HOUR_MS = 3_600_000
@@ -78,21 +77,24 @@ def write_new(raw: Path, run: int, hour0_ms: int, files: int) -> None:
         (folder / f"part-longrun-{n}-{run}.json").write_text(json_array(data[n * 50:(n + 1) * 50]))
 
 
-def compact(main, home: Path, *args: str) -> tuple[float, dict]:
-    """One in-process run of jobs/compact.py; (wall seconds, its report)."""
+def compact(pipeline, home: Path, *args: str) -> tuple[float, dict]:
+    """One in-process run of jobs/compact.py (its flags and settings read, then its pipeline); (wall
+    seconds, its report)."""
+    from lakeflow.cli.compact import job_options
+    from lakeflow.compaction.config import load_config
+
     report = home / "report.json"
-    sys.argv = [str(JOB), "--engine", "arrow", "--report", str(report), *args]
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
-        assert main() == 0
+        assert pipeline(load_config(job_options(["--engine", "arrow", "--report", str(report), *args]))) == 0
     return time.perf_counter() - t0, json.loads(report.read_text())
 
 
 def files_per_partition() -> dict[str, int]:
     from lakeflow.compaction.commit import iceberg_catalog
-    from lakeflow.compaction.config import load_config
+    from lakeflow.compaction.config import CompactOptions, load_config
 
-    config = load_config(["--local"])
+    config = load_config(CompactOptions(local=True))
     table = iceberg_catalog(config.settings).load_table((*config.namespace, config.target_table))
     return dict(sorted(Counter(task.file.file_path.split("/")[-2] for task in table.scan().plan_files()).items()))
 
@@ -129,7 +131,9 @@ def main() -> int:
     os.environ.clear()
     os.environ.update(home.env)
     os.chdir(home.home)
-    main_ = runpy.run_path(str(JOB))["main"]
+    from lakeflow.cli.compact import compaction_pipeline
+
+    main_ = compaction_pipeline()
     try:
         t0 = time.perf_counter()
         buckets = write_history(home.raw, args.history, args.per_bucket)

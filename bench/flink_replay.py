@@ -1,7 +1,7 @@
 """A JobManager of N jobs for ``make bench-harvest``: the answers recorded from real Flink 2.3
 (``tests/fixtures/harvest/cluster``, 7 jobs) replayed round after round, every job with a new id
 and every round's jobs with new names (``harvest-batch`` → ``harvest-batch-0042``), served by the
-REST stub (:mod:`tests.flink_rest_stub`) over a real socket.
+REST stub (:mod:`tests.standins.flink_rest`) over a real socket.
 
 Run as its own process (so that its CPU is not the harvester's)::
 
@@ -19,7 +19,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.flink_rest_stub import Answer, FlinkRestStub  # noqa: E402
+from tests.standins.flink_rest import Answer, FlinkRestStub  # noqa: E402
 
 RECORDING = ROOT / "tests" / "fixtures" / "harvest" / "cluster"
 

@@ -1,18 +1,20 @@
 """PySpark job: compact the raw table's committed JSON part files into Iceberg.
 
     spark-submit --master local[2] jobs/compact.py [--engine auto|spark|arrow] [--delete-source] [...]
-    python jobs/compact.py [...]      # as ``lakeflow compact`` / ``make compact`` run it
+    python jobs/compact.py [...]
+    lakeflow compact [...]      # ``make compact``: calls compact() below in its own process
 
 The engine (Spark, or pyarrow in the driver for small batches) is chosen per batch; Spark starts
 only when it is needed. Settings and credentials come from the environment and ``.env.local``,
 never from the command line. Every step lives in ``lakeflow.compaction``; this file is the
-pipeline, top to bottom.
+pipeline, top to bottom; its flags are ``lakeflow compact``'s (``lakeflow.cli.compact``).
 """
 
 import logging
 import sys
 
-from lakeflow.compaction.config import crash_point, load_config
+from lakeflow.cli.compact import run_job
+from lakeflow.compaction.config import CompactConfig, crash_point
 from lakeflow.compaction.lineage import lineage_run
 from lakeflow.compaction.maintain import after_compaction
 from lakeflow.compaction.run import (
@@ -21,7 +23,6 @@ from lakeflow.compaction.run import (
     commit_batch,
     discover_new_files,
     emit_report,
-    exit_code,
     hold_lease,
     name_data_files,
     plan,
@@ -33,8 +34,7 @@ from lakeflow.compaction.run import (
 )
 
 
-def main() -> int:
-    config = load_config(sys.argv[1:])
+def compact(config: CompactConfig) -> int:
     run = begin(config)  # raw table, Iceberg table (created on first use)
     with hold_lease(run):  # one run per target table at a time, on any host
         try:
@@ -60,4 +60,4 @@ def main() -> int:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sys.exit(exit_code(main))
+    sys.exit(run_job(compact, sys.argv[1:]))

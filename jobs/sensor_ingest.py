@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def next_steps(on_cluster: bool) -> str:
     """The one or two natural next commands after a run."""
-    from lakeflow.cli import shown
+    from lakeflow.cli.output import shown
 
     if on_cluster:
         return "Next: make compact (the part files → the Iceberg table), then make harvest (this cluster's jobs and lineage)"

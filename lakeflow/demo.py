@@ -17,21 +17,20 @@ stopped at the end, on a failure, on Ctrl+C and on SIGTERM. Each step's output i
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
-import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from lakeflow.http import free_ports
+from lakeflow.runtime.ports import free_ports
 
 RECORDS = 2_000
 SENSORS = 5
@@ -45,48 +44,30 @@ class DemoFailed(RuntimeError):
     """A step failed; the message names it and its log."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``lakeflow demo`` to the ``lakeflow`` parser."""
-    p = subparsers.add_parser(
-        "demo",
-        help="the whole chain, bounded, in one command: Flink cluster, flink run, compact, harvest, query",
-        description="Start a local standalone Flink cluster (free ports), run the packaged ingestion job on it "
-        "with `flink run` (a bounded number of readings into the embedded catalog), compact the "
-        "part files into the Iceberg table, harvest the lineage into one HTML page and query the "
-        "table; then print where everything is. State in $LAKEFLOW_HOME/demo (emptied first); "
-        "no other setting of .env.local or the environment applies. The cluster is "
-        "stopped at the end and on Ctrl+C. Needs `make package` (make demo runs it) and "
-        "Graphviz's dot.",
-    )
-    p.add_argument("--records", type=int, default=RECORDS, help=f"readings to stream (default {RECORDS:,})")
-    p.set_defaults(handler=_demo)
+@dataclass(frozen=True)
+class DemoRun:
+    """A demo that ran through: where, the ingestion's and the query's output, the page, how long."""
+
+    home: Path
+    ingest_output: str
+    query_output: str
+    page: Path
+    seconds: float
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from lakeflow.settings import load_settings
-
-    if args.records < 1:
-        print("lakeflow demo: --records: expected a positive number", file=sys.stderr)
-        return 2
-    home = load_settings(local=True).home / "demo"
-    try:
-        return run(home, args.records)
-    except DemoFailed as exc:
-        print(f"lakeflow demo: {exc}", file=sys.stderr)
-        return 1
-
-
-def run(home: Path, records: int = RECORDS) -> int:
-    """The demo in ``home`` (emptied first); 0 when every step worked, 130 when interrupted."""
-    from lakeflow.flink_cluster import FlinkCluster
+def run(home: Path, lakeflow_variables: Iterable[str], records: int = RECORDS) -> DemoRun | None:
+    """The demo in ``home`` (emptied first), none of ``lakeflow_variables`` of the caller's environment
+    applying; None when interrupted."""
+    from lakeflow.runtime.flink_cluster import FlinkCluster
+    from lakeflow.secret import is_secret_key
 
     home = home.resolve()
     jar, page = prerequisites(), home / PAGE
-    cluster = FlinkCluster(home / "cluster")
+    cluster = FlinkCluster(home / "cluster", secret_variable=is_secret_key)
     cluster.stop()  # a previous demo's, killed before it could stop it
     shutil.rmtree(home, ignore_errors=True)
     (home / "logs").mkdir(parents=True)
-    env = environment(home, records, jar)
+    env = environment(home, records, jar, set(lakeflow_variables))
     rest_port, rpc_port = free_ports(2)
     rest_url = f"http://localhost:{rest_port}"
     previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -120,7 +101,7 @@ def run(home: Path, records: int = RECORDS) -> int:
         result = step(5, "query the Iceberg table (readings per sensor)", env, home, lakeflow("query"))
     except KeyboardInterrupt:
         print("\ninterrupted: stopping the demo's Flink cluster", file=sys.stderr)
-        return 130
+        return None
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not leave the cluster running
         try:
@@ -128,35 +109,29 @@ def run(home: Path, records: int = RECORDS) -> int:
         finally:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, previous)
-    report(home, wrote, result, page, time.monotonic() - started)
-    return 0
+    return DemoRun(home, wrote, result, page, time.monotonic() - started)
 
 
 def prerequisites() -> Path:
-    """The helpers jar (``make package`` builds it with the zipped package); Graphviz for the page."""
+    """The helpers jar (``make package`` builds it with the zipped package)."""
     from lakeflow.ingest import IngestError
     from lakeflow.ingest.sink import jar_path
     from lakeflow.ingest.submit import PACKAGE_ZIP
-    from lakeflow.lineage.render import RenderError, require_dot
 
     try:
         jar = jar_path()
-        require_dot()
-    except (IngestError, RenderError) as exc:
+    except IngestError as exc:
         raise DemoFailed(str(exc)) from None
     if not PACKAGE_ZIP.is_file():
         raise DemoFailed(f"{PACKAGE_ZIP} is not built yet: run make package (make demo does)")
     return jar
 
 
-def environment(home: Path, records: int, jar: Path) -> dict[str, str]:
-    """The caller's environment without any lakeflow variable (nor a secret), plus the demo's own
-    settings: embedded catalog under ``home``, a bounded run, no ``.env.local``."""
+def environment(home: Path, records: int, jar: Path, ours: set[str]) -> dict[str, str]:
+    """The caller's environment without any lakeflow variable (``ours``; nor a secret), plus the demo's
+    own settings: embedded catalog under ``home``, a bounded run, no ``.env.local``."""
     from lakeflow.ingest.submit import submit_env
-    from lakeflow.settings.env import variables
-    from lakeflow.settings.example import sections
 
-    ours = {name for model in sections() for name in variables(model)}
     env = {k: v for k, v in os.environ.items() if k not in ours}
     return {
         **env,
@@ -223,31 +198,6 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-
-
-def report(home: Path, ingest_output: str, query_output: str, page: Path, seconds: float) -> None:
-    """Where the raw files, the Iceberg table, the lineage store and the page are; the query result."""
-    from lakeflow.cli import shown
-
-    raw = next(iter(re.findall(r"^Wrote (.*)$", ingest_output, re.MULTILINE)), "(see logs/2-flink.log)")
-    tables = sorted({p.parent.parent for p in (home / "iceberg").glob("**/metadata/*.metadata.json")})
-    rel = os.path.relpath(home)
-    rel = str(home.resolve()) if rel.startswith("..") else rel
-    print(f"\nDone in {seconds:.0f} s; the Flink cluster is stopped. Everything is under {rel}:")
-    print(f"  raw part files   {raw}")
-    print(
-        f"  Iceberg table    {', '.join(str(t) for t in tables) or home / 'iceberg'} (embedded catalog "
-        f"{home / 'iceberg'})"
-    )
-    print(f"  lineage store    {home / 'lineage'} (OpenLineage events of the Flink job and of the compaction)")
-    print(f"  step logs        {home / 'logs'}")
-    print(f"\nlakeflow query (readings per sensor in the Iceberg table):\n{query_output.rstrip()}")
-    print(f"\nLineage page: {page.resolve().as_uri()}  — open it in a browser.")
-    query = shown("query", "--local", "'SELECT location, avg(humidity) FROM readings GROUP BY ALL'")
-    print(
-        f"Next: LAKEFLOW_HOME={rel} {query}\n      (your own SQL on the demo's table); the chain by hand, step "
-        "by step: docs/walkthrough.md, 'The chain step by step'."
-    )
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -13,7 +13,6 @@ refused (:class:`RedirectRefused`) by every session made here, before anything i
 
 from __future__ import annotations
 
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -163,16 +162,3 @@ def configure(session: S, options: HttpOptions, auth: AuthBase | None = None) ->
 def new_session(options: HttpOptions = HttpOptions(), auth: AuthBase | None = None) -> requests.Session:
     """A new requests ``Session`` configured by :func:`configure`."""
     return configure(requests.Session(), options, auth)
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free on 127.0.0.1 right now, from the ephemeral range (so never
-    the 8081/6123 of make cluster-up)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -249,6 +248,7 @@ class CompactConfig:
     crash_at: str | None = None  # test hook: hard-exit at this point (see CRASH_POINTS)
     maintain: bool = False  # run lakeflow.compaction.maintain after a successful run
     maintenance: MaintainOptions = MaintainOptions()
+    spark_options: tuple[str, ...] = ()  # spark-submit's options for a Spark this process launches
 
     @property
     def namespace(self) -> tuple[str, ...]:
@@ -260,104 +260,32 @@ class CompactConfig:
         return ".".join((*self.namespace, self.target_table))
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The job's flags (shared by ``jobs/compact.py`` and ``lakeflow compact``)."""
-    add_table_arguments(parser)
-    parser.add_argument(
-        "--engine",
-        choices=ENGINES,
-        help=f"who parses and writes: spark, arrow (pyarrow in the driver), or auto — arrow "
-        f"for batches that fit in memory (or up to ${ENV_ARROW_MAX_MB} MiB) "
-        f"(${ENV_ENGINE}; default auto)",
-    )
-    parser.add_argument(
-        "--delete-source",
-        action="store_true",
-        help="delete the compacted raw files after a successful commit, once they are older than --delete-min-age",
-    )
-    parser.add_argument("--delete-min-age", metavar="DURATION", help=CompactEnv.help("delete_min_age_s"))
-    parser.add_argument("--raw-retention", metavar="DURATION", help=CompactEnv.help("raw_retention_s"))
-    parser.add_argument("--look-back", metavar="DURATION", help=CompactEnv.help("look_back_s"))
-    parser.add_argument(
-        "--full-scan",
-        action="store_true",
-        help="list every bucket of the raw table, not only the look-back window: catches "
-        "files committed later than the look-back (cost grows with the raw table)",
-    )
-    parser.add_argument(
-        "--move-quarantined", action="store_true", help="move quarantined raw files to <raw location>/_quarantine/"
-    )
-    parser.add_argument("--report", type=Path, metavar="PATH", help="write the run summary as JSON to PATH")
-    parser.add_argument(
-        "--maintain", action="store_true", help="after a successful run, maintain the table as `lakeflow maintain` does"
-    )
-    add_maintain_arguments(parser)
+@dataclass(frozen=True)
+class CompactOptions:
+    """A run's flags (``lakeflow compact``'s, ``jobs/compact.py``'s, ``lakeflow maintain``'s and
+    ``status``'s): None or False where not given, so that their variables apply."""
+
+    target_table: str | None = None
+    target_file_mb: int | None = None
+    local: bool = False
+    engine: str | None = None
+    delete_source: bool = False
+    delete_min_age: str | None = None
+    raw_retention: str | None = None
+    look_back: str | None = None
+    full_scan: bool = False
+    move_quarantined: bool = False
+    report: Path | None = None
+    maintain: bool = False
+    small_file_mb: int | None = None
+    expire_older_than: str | None = None
+    keep_last: int | None = None
+    orphan_min_age: str | None = None
+    leftover_min_age: str | None = None
 
 
-def add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which table, and its file size (``lakeflow compact`` and ``lakeflow maintain``)."""
-    parser.add_argument(
-        "--target-table",
-        metavar="NAME",
-        help=f"Iceberg table name in NAMESPACE (${ENV_TABLE}; default: TABLE-compacted)",
-    )
-    parser.add_argument("--target-file-mb", type=int, metavar="MB", help=CompactEnv.help("target_file_mb"))
-    parser.add_argument("--local", action="store_true", help="use the embedded local catalogs")
-
-
-def table_argv(args: argparse.Namespace) -> list[str]:
-    """The flags of :func:`add_table_arguments` back as a command line."""
-    argv = ["--target-table", args.target_table] if args.target_table else []
-    if args.target_file_mb is not None:
-        argv += ["--target-file-mb", str(args.target_file_mb)]
-    return argv + (["--local"] if args.local else [])
-
-
-def add_maintain_arguments(parser: argparse.ArgumentParser) -> None:
-    """``lakeflow maintain``'s own flags (``lakeflow compact --maintain`` takes them too)."""
-    parser.add_argument(
-        "--small-file-mb",
-        type=int,
-        metavar="MB",
-        help=f"maintain: merge a partition's files under this size (${ENV_SMALL_FILE_MB}; "
-        "default 3/4 of the target file size)",
-    )
-    parser.add_argument("--expire-older-than", metavar="DURATION", help=CompactEnv.help("expire_older_than_s"))
-    parser.add_argument("--keep-last", type=int, metavar="N", help=CompactEnv.help("keep_last"))
-    parser.add_argument("--orphan-min-age", metavar="DURATION", help=CompactEnv.help("orphan_min_age_s"))
-    parser.add_argument("--leftover-min-age", metavar="DURATION", help=CompactEnv.help("leftover_min_age_s"))
-
-
-def maintain_argv(args: argparse.Namespace) -> list[str]:
-    """The flags of :func:`add_maintain_arguments` back as a command line."""
-    argv: list[str] = []
-    for flag in ("small_file_mb", "expire_older_than", "keep_last", "orphan_min_age", "leftover_min_age"):
-        if getattr(args, flag) is not None:
-            argv += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
-    return argv
-
-
-def job_argv(args: argparse.Namespace) -> list[str]:
-    """The flags of :func:`add_arguments` back as a command line (for spark-submit)."""
-    argv = table_argv(args)
-    if args.engine:
-        argv += ["--engine", args.engine]
-    for flag in ("delete_min_age", "raw_retention", "look_back"):
-        if getattr(args, flag):
-            argv += ["--" + flag.replace("_", "-"), getattr(args, flag)]
-    for flag in ("delete_source", "full_scan", "move_quarantined", "maintain"):
-        if getattr(args, flag):
-            argv.append("--" + flag.replace("_", "-"))
-    if args.report:
-        argv += ["--report", str(args.report.resolve())]
-    return argv + maintain_argv(args)
-
-
-def load_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> CompactConfig:
-    """Parse the job's flags and read settings and ``COMPACT_*`` variables; errors name the variable."""
-    parser = argparse.ArgumentParser(prog="compact", description="Compact raw JSON part files into Iceberg.")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
+def load_config(args: CompactOptions = CompactOptions(), env: Mapping[str, str] | None = None) -> CompactConfig:
+    """The run's flags over settings and ``COMPACT_*`` variables; errors name the variable."""
     environ = os.environ if env is None else env
     settings = load_settings(environ, local=True if args.local else None)
     flags = {
@@ -414,7 +342,20 @@ def load_config(argv: Sequence[str] | None = None, env: Mapping[str, str] | None
     )
 
 
-def schedule(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Schedule | None:
+@dataclass(frozen=True)
+class ServiceOptions:
+    """``lakeflow compact``'s flags of the service around the runs: the schedule and the metrics."""
+
+    every: str | None = None
+    maintain_every: str | None = None
+    print_command: bool = False
+    maintain: bool = False
+    metrics_port: int | None = None
+    metrics_textfile: str | None = None
+    pushgateway: str | None = None
+
+
+def schedule(args: ServiceOptions, env: Mapping[str, str] | None = None) -> Schedule | None:
     """``lakeflow compact --every``'s schedule (None: a single run); ``--maintain-every`` over
     ``COMPACT_MAINTAIN_EVERY``, which applies only with ``--every``."""
     if not args.every:
@@ -451,7 +392,7 @@ class MetricsExport:
     pushgateway: str | None = None
 
 
-def metrics_export(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> MetricsExport:
+def metrics_export(args: ServiceOptions, env: Mapping[str, str] | None = None) -> MetricsExport:
     """``--metrics-port`` / ``--metrics-textfile`` / ``--pushgateway`` over their variables; the port
     applies only with ``--every``, the other two only to a single run."""
     environ = os.environ if env is None else env

@@ -1,7 +1,7 @@
 """``lakeflow compact --every DURATION``: compact on a schedule until SIGTERM / Ctrl+C.
 
-Each tick runs the job exactly as a single ``lakeflow compact`` does (``run_once``: jobs/compact.py
-in this process, settings and credentials read afresh), then sleeps until the next tick. A signal
+Each tick runs the job exactly as a single ``lakeflow compact`` does (``run_once``: jobs/compact.py's
+pipeline called in this process, settings and credentials read afresh), then sleeps until the next tick. A signal
 during a run lets it finish — its commit included — and then ends the loop (exit 0); a signal while
 sleeping ends it at once; a second signal stops the process at once. A run refused because another
 holds the lease (exit 3), or failing (exit 2), is a log line; the next tick tries again. With
@@ -19,7 +19,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -81,14 +81,14 @@ class StopSignal:
 
 def run_forever(
     schedule: Schedule,
-    job_args: Sequence[str],
-    run_once: Callable[[Sequence[str]], int],
+    run_once: Callable[[Path, bool], int],
     report_path: Path | None = None,
     metrics_port: int | None = None,
 ) -> int:
-    """Run ``run_once(job_args + …)`` every ``schedule.every_s`` until a stop signal; returns 0. Each
-    run's JSON report goes to ``report_path`` (replaced by the next run's) or a temporary file, and
-    its figures into the metrics served on ``metrics_port`` (all interfaces; none when None)."""
+    """Run ``run_once(report, maintain)`` every ``schedule.every_s`` until a stop signal; returns 0.
+    Each run's JSON report goes to ``report_path`` (replaced by the next run's) or a temporary file,
+    and its figures into the metrics served on ``metrics_port`` (all interfaces; none when None);
+    ``maintain``: whether the run also maintains the table."""
     last_maintain: float | None = None
     metrics = CompactorMetrics()
     with contextlib.ExitStack() as stack:
@@ -109,16 +109,11 @@ def run_forever(
             maintain = schedule.maintain_every_s is not None and (
                 last_maintain is None or started - last_maintain >= schedule.maintain_every_s
             )
-            args = [
-                *job_args,
-                *([] if report_path else ["--report", str(report)]),
-                *(["--maintain"] if maintain else []),
-            ]
             report.unlink(missing_ok=True)
             stop.running = True
             metrics.running.set(1)
             try:
-                code = _quietly(run_once, args)
+                code = _quietly(run_once, report, maintain)
             except Exception:  # an unexpected failure of one run: logged, and the next tick tries again
                 log.exception("compaction run failed")
                 code = 2
@@ -136,10 +131,10 @@ def run_forever(
     return 0
 
 
-def _quietly(run_once: Callable[[Sequence[str]], int], args: Sequence[str]) -> int:
+def _quietly(run_once: Callable[[Path, bool], int], report: Path, maintain: bool) -> int:
     """One run with its multi-line summary kept off stdout (the JSON report has it)."""
     with contextlib.redirect_stdout(io.StringIO()):
-        return run_once(args)
+        return run_once(report, maintain)
 
 
 def run_line(r: Mapping[str, Any], code: int, took_s: float, maintained: bool) -> str:

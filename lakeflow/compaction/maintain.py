@@ -33,7 +33,6 @@ compactor's own recovery (:mod:`~lakeflow.compaction.recovery`, which owns ``dat
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -46,21 +45,13 @@ from typing import TYPE_CHECKING
 
 from lakeflow.catalog.errors import CommitConflict, iceberg_errors
 from lakeflow.compaction.commit import RUN_PROPERTY, Target, reachable
-from lakeflow.compaction.config import (
-    CompactConfig,
-    MaintainOptions,
-    add_maintain_arguments,
-    add_table_arguments,
-    load_config,
-    maintain_argv,
-    table_argv,
-)
+from lakeflow.compaction.config import CompactConfig, MaintainOptions
 from lakeflow.compaction.files import FileEntry, Storage, Upload
 from lakeflow.compaction.lease import Lease, LeaseLost
 from lakeflow.compaction.naming import SEPARATOR, STAGING, STATE_DIR, final_paths, intent_name, is_run_id
 from lakeflow.compaction.output import staged_files
 from lakeflow.compaction.recovery import Intent, finish, save_intent
-from lakeflow.compaction.run import Run, begin, exit_code, hold_lease, plan, recover_orphans
+from lakeflow.compaction.run import Run, begin, hold_lease, plan, recover_orphans
 from lakeflow.compaction.schema import DAY, TS
 from lakeflow.readings import KEY, NAMES, TIME, is_in_progress
 
@@ -532,33 +523,3 @@ def run_maintain(config: CompactConfig, as_json: bool) -> int:
             report.recovered = run.report.orphans_removed
     print(report.to_json() if as_json else "\n".join(report.summary_lines()), flush=True)
     return 0
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``lakeflow maintain`` to the ``lakeflow`` parser."""
-    p = subparsers.add_parser(
-        "maintain",
-        help="merge the compacted table's small files, expire old snapshots, remove orphan files, clear the raw "
-        "table's leftovers of killed writers",
-        description="Under the table's lease: per day partition, merge small Parquet files into target-size "
-        "files sorted by time (one atomic snapshot each, rows unchanged); expire old snapshots; "
-        "remove files nothing references; abort the raw table's old open multipart uploads and delete its old "
-        "hidden in-progress part files. Exit codes: 0 done, 2 error, 3 a compaction (on any "
-        "host) holds the table's lease.",
-    )
-    add_table_arguments(p)
-    add_maintain_arguments(p)
-    p.add_argument(
-        "--dry-run", action="store_true", help="list what would be rewritten, expired and deleted; change nothing"
-    )
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(handler=_command)
-
-
-def _command(args: argparse.Namespace) -> int:
-    def main() -> int:
-        config = load_config([*table_argv(args), *maintain_argv(args)])
-        config = replace(config, maintenance=replace(config.maintenance, dry_run=args.dry_run))
-        return run_maintain(config, args.json)
-
-    return exit_code(main, "maintain")

@@ -144,20 +144,7 @@ class CompactionReport:
             lines.append(f"  set aside an invalid intent, not acted on: {rejected}")
         if self.error:
             lines.append(f"  error: {self.error}")
-        if self.status == "complete":
-            lines += next_steps()
         return lines
-
-
-def next_steps() -> list[str]:
-    """The natural next commands after a compaction: look at the data, then at its lineage."""
-    from lakeflow.cli import shown
-
-    return [
-        f"Next: {shown('query')}   (SQL over the Iceberg table; default: readings per sensor)",
-        f"      {shown('lineage', 'view', '--output', 'lineage.html')}   (the lineage page; "
-        "make harvest ARGS='--format html --output lineage.html' with the Flink job's too)",
-    ]
 
 
 def _now() -> str:

@@ -7,8 +7,7 @@ A batch with no new files passes through every stage as a no-op (and starts no e
 from __future__ import annotations
 
 import logging
-import sys
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
@@ -26,7 +25,6 @@ from lakeflow.compaction.report import CompactionReport, stage
 from lakeflow.compaction.source import RawTable, open_raw
 
 log = logging.getLogger("lakeflow.compaction")
-EXIT_ERROR, EXIT_BUSY = 2, 3  # (the crash hook exits with config.CRASH_EXIT)
 
 
 @dataclass
@@ -156,20 +154,21 @@ def read_batch(run: Run, batch: Batch) -> None:
         " by memory" if c.arrow_max_bytes is None else "",
     )
     run.report.engine = name
-    run.engine = _open_engine(name, run.raw, run.target, f"lakeflow-compact {c.target_name}")
+    run.engine = _open_engine(name, run.raw, run.target, f"lakeflow-compact {c.target_name}", c.spark_options)
     with stage("read", f"{len(batch.files)} new part files ({size} bytes)"):
         batch.summaries = run.engine.read(batch.files)
 
 
-def _open_engine(name: str, raw: RawTable, target: Target, app_name: str) -> Engine:
-    """Start the named engine for one run's two tables (Spark, and pyspark's import, only when asked for)."""
+def _open_engine(name: str, raw: RawTable, target: Target, app_name: str, spark_options: Sequence[str]) -> Engine:
+    """Start the named engine for one run's two tables (Spark, and pyspark's import, only when asked for;
+    ``spark_options``: spark-submit's, for a Spark this process launches)."""
     if name == "arrow":
         from lakeflow.compaction.arrow.engine import ArrowEngine
 
         return ArrowEngine(raw.storage, target.storage)
     from lakeflow.compaction.spark.engine import SparkEngine
 
-    return SparkEngine(raw.storage, target.storage, raw.s3a, target.s3a, app_name)
+    return SparkEngine(raw.storage, target.storage, raw.s3a, target.s3a, app_name, spark_options)
 
 
 def quarantine_bad_input(run: Run, batch: Batch) -> None:
@@ -356,21 +355,3 @@ def emit_report(run: Run) -> None:
 def close(run: Run) -> None:
     if run.engine is not None:
         run.engine.close()
-
-
-def exit_code(main: Callable[[], int], command: str = "compact") -> int:
-    """Run ``main``; known failures become one clear line on stderr and an exit code."""
-    from lakeflow.catalog.base import CatalogError
-    from lakeflow.compaction.commit import CommitConflict
-    from lakeflow.compaction.lease import CompactionBusy, LeaseLost
-    from lakeflow.compaction.ledger import LedgerError
-    from lakeflow.settings import SettingsError
-
-    try:
-        return main()
-    except CompactionBusy as exc:
-        print(f"{command}: refused: {exc}", file=sys.stderr)
-        return EXIT_BUSY
-    except (SettingsError, CatalogError, LedgerError, CommitConflict, LeaseLost) as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
-        return EXIT_ERROR

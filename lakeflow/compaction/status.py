@@ -13,7 +13,6 @@ Read-only: nothing is created, committed or deleted, and no lease is taken.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -21,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from lakeflow.compaction.config import CompactConfig, add_table_arguments, load_config, table_argv
+from lakeflow.compaction.config import CompactConfig
 
 
 @dataclass(frozen=True)
@@ -160,38 +159,3 @@ def _age(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``lakeflow status`` to the ``lakeflow`` parser."""
-    p = subparsers.add_parser(
-        "status",
-        help="the compaction's backlog and the table: pending raw files, freshness lag, last run, "
-        "snapshots, files per partition",
-        description="Read-only: raw files a compaction run would take now (the look-back window's discovery "
-        "minus the ledger), the age of the oldest (its modification time), the last run (lineage "
-        "store) and commit (ledger), the number of snapshots, and data files per day partition "
-        "with their mean size. Exit codes: 0, 2 error.",
-    )
-    add_table_arguments(p)
-    p.add_argument("--look-back", metavar="DURATION", help="as lakeflow compact --look-back")
-    p.add_argument("--full-scan", action="store_true", help="list every raw bucket, as lakeflow compact --full-scan")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(handler=_status)
-
-
-def _status(args: argparse.Namespace) -> int:
-    from lakeflow.compaction.run import exit_code
-
-    argv = (
-        table_argv(args)
-        + (["--look-back", args.look_back] if args.look_back else [])
-        + (["--full-scan"] if args.full_scan else [])
-    )
-
-    def show() -> int:
-        status = table_status(load_config(argv))
-        print(json.dumps(status.to_dict(), indent=1) if args.json else "\n".join(status.lines()), flush=True)
-        return 0
-
-    return exit_code(show, "status")

@@ -1,6 +1,6 @@
 """The ``flink run`` command of the packaged ingestion job, aimed at the cluster of ``lakeflow flink up``.
 
-``make package`` prints it (``python -m lakeflow.ingest.submit``) and ``lakeflow demo`` runs it: the
+``make package`` prints it (``lakeflow flink-command``) and ``lakeflow demo`` runs it: the
 cluster's ``FLINK_CONF_DIR`` comes from the settings (``$LAKEFLOW_HOME/cluster/conf``), the same
 place ``lakeflow flink up`` writes it, so the Makefile never decides where lakeflow's state is.
 Only paths go on the command line; settings and secrets reach the job from the environment.
@@ -51,21 +51,3 @@ def printed(home: Path, jar: Path) -> str:
     """The command as a shell line (what ``make package`` prints)."""
     variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in submit_env(home, jar).items())
     return f"{variables} \\\n  {shlex.join(flink_run_command())}"
-
-
-def main() -> int:
-    from lakeflow.settings import SettingsError, load_settings
-
-    try:
-        home = load_settings(local=True).home
-    except SettingsError as exc:
-        print(f"make package: {exc}", file=sys.stderr)
-        return 2
-    from lakeflow.ingest.sink import JAR_NAME
-
-    print(printed(home, REPO / "build" / JAR_NAME))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

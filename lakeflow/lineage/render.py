@@ -12,8 +12,8 @@ store) draw the same thing:
   ``operator:flink:<job>/<vertex id>``, ``unresolved:<engine>:<job>#<n>``): each is the
   ``<title>`` of its SVG group, and the key of its details.
 
-The layout is Graphviz's (``dot`` from Debian's ``graphviz`` package, run at render time; SVG
-inlined). The HTML page embeds the SVG, the node details as JSON and a few lines of inline
+The layout is :mod:`lakeflow.lineage.layout`'s (columns left to right in lineage order, laid out
+in Python: no Graphviz, no system package), drawn here as SVG. The HTML page embeds the SVG, the node details as JSON and a few lines of inline
 CSS/JS (click or Enter on a node shows its details); its Content-Security-Policy allows no
 network access at all, so it works offline from a file. DOT and Mermaid need no tool.
 """
@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import html
 import json
-import shutil
-import subprocess
 import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from lakeflow.lineage.graph import compaction_label
+from lakeflow.lineage.layout import Box, Layout, layout
 
 FORMATS = ("html", "dot", "mermaid")
 LIVE_STATES = {
@@ -56,11 +55,6 @@ COLOURS = {
     "operator": ("#ffffff", "#1a73e8"),
     "unresolved": ("#fff8e1", "#e37400"),
 }
-DOT_TIMEOUT_S = 120
-
-
-class RenderError(RuntimeError):
-    """The picture could not be drawn (e.g. Graphviz's ``dot`` is missing or failed)."""
 
 
 @dataclass
@@ -474,46 +468,137 @@ def _q(text: str) -> str:
     return '"' + text.replace("&", "&amp;").replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
-def svg_title(key: str) -> str:
-    """The ``<title>`` Graphviz gives the node named ``key`` (as :func:`_q` quotes it)."""
-    return key.replace("\\", "\\\\").replace("\n", " ")
-
-
 def _h(text: str) -> str:
     """Text for a DOT HTML-like label."""
     return html.escape(text, quote=True).replace("\n", " ")
 
 
-def require_dot(dot_binary: str | None = None) -> str:
-    """The path of Graphviz's ``dot``, or a RenderError naming the package to install."""
-    binary = dot_binary or shutil.which("dot")
-    if not binary:
-        raise RenderError(
-            "--format html needs Graphviz's `dot` on PATH to lay out the graph: install the "
-            "`graphviz` package (Debian/Ubuntu: apt-get install graphviz; macOS: brew install "
-            "graphviz). --format dot and --format mermaid need nothing."
-        )
-    return binary
+# --- SVG ----------------------------------------------------------------------------------------
+
+TITLE_PX, LINE_PX = 11, 9  # font sizes of a box's title and of its other lines
+PAD_X, PAD_Y, LINE_GAP = 12.0, 7.0, 3.0
+CYLINDER_RY = 5.0  # half the height of a dataset cylinder's top and bottom ellipses
+EDGE_COLOUR = "#5f6368"
+CLUSTER_SUBTITLE = "Flink job · operators"
 
 
-def svg(dot_text: str, dot_binary: str | None = None) -> str:
-    """Lay the graph out with Graphviz's ``dot`` and return the SVG element (no XML prolog)."""
-    binary = require_dot(dot_binary)
-    try:
-        proc = subprocess.run([binary, "-Tsvg"], input=dot_text.encode(), capture_output=True, timeout=DOT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise RenderError(f"Graphviz `dot` did not finish within {DOT_TIMEOUT_S} s") from None
-    except OSError as exc:
-        raise RenderError(f"Graphviz `dot` ({binary}) could not run: {exc}") from None
-    if proc.returncode != 0:
-        raise RenderError(
-            f"Graphviz `dot` failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace')[:500]}"
+def _text_width(text: str, px: int, bold: bool = False) -> float:
+    """A generous estimate of the drawn width of Helvetica text (no font metrics at hand)."""
+    return len(text) * px * (0.64 if bold else 0.58)
+
+
+def _size(n: Node) -> tuple[float, float]:
+    """Width and height of a node's box: its title and lines, padded (a cylinder's rims added)."""
+    width = max([_text_width(n.title, TITLE_PX, bold=True), *(_text_width(x, LINE_PX) for x in n.lines)])
+    height = TITLE_PX + len(n.lines) * (LINE_PX + LINE_GAP) + 2 * PAD_Y
+    return width + 2 * PAD_X, height + (3 * CYLINDER_RY if n.kind == "dataset" else 0)
+
+
+def arrange(v: View) -> Layout:
+    """Where the view's boxes, clusters and edges go (sized for their text)."""
+    return layout(
+        {k: _size(n) for k, n in v.nodes.items()},
+        [(a, b) for a, b, _ in v.edges],
+        {c.key: c.nodes for c in v.clusters},
+        {
+            c.key: max(_text_width(c.title, TITLE_PX, bold=True), _text_width(CLUSTER_SUBTITLE, LINE_PX)) + 2 * PAD_X
+            for c in v.clusters
+        },
+    )
+
+
+def svg(v: View) -> str:
+    """The view laid out (:func:`arrange`) and drawn as one SVG element: a ``g.node`` per node, a
+    ``g.cluster`` per cluster and a ``g.edge`` per edge, each with its key as ``<title>`` (an edge's:
+    ``from->to``)."""
+    placed = arrange(v)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{placed.width:.0f}" height="{placed.height:.0f}" '
+        f'viewBox="0 0 {placed.width:.1f} {placed.height:.1f}" font-family="Helvetica,Arial,sans-serif">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+        f'orient="auto"><path d="M0,0L10,5L0,10z" fill="{EDGE_COLOUR}"/></marker></defs>',
+    ]
+    for i, c in enumerate(v.clusters):
+        fill, stroke = COLOURS[c.status]
+        b = placed.clusters[c.key]
+        out.append(
+            f'<g id="c{i}" class="cluster job flink {c.status}"><title>{_e(c.key)}</title>'
+            f'<path d="{_rounded(b, 8)}" fill="{fill}" stroke="{stroke}" stroke-width="1.6"/>'
+            f"{_text(b.x + b.w / 2, b.y + 16, c.title, TITLE_PX, bold=True)}"
+            f"{_text(b.x + b.w / 2, b.y + 28, CLUSTER_SUBTITLE, LINE_PX, colour=EDGE_COLOUR)}</g>"
         )
-    text = proc.stdout.decode()
-    start = text.find("<svg")
-    if start < 0:
-        raise RenderError("Graphviz `dot` produced no SVG")
-    return text[start:].strip() + "\n"
+    for a, b_, style in v.edges:
+        route = placed.routes[(a, b_)]
+        look = (
+            'stroke="#e37400" stroke-dasharray="5 4"'
+            if style == "unresolved"
+            else f'stroke="{EDGE_COLOUR}" marker-end="url(#arrow)"'
+        )
+        out.append(
+            f'<g class="edge"><title>{_e(a)}-&gt;{_e(b_)}</title>'
+            f'<path d="{_curve(route)}" fill="none" stroke-width="1.1" {look}/></g>'
+        )
+    for i, (key, n) in enumerate(v.nodes.items()):
+        out.append(_svg_node(n, f"n{i}", placed.nodes[key]))
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _svg_node(n: Node, node_id: str, b: Box) -> str:
+    fill, stroke = COLOURS[n.status]
+    top = b.y + PAD_Y + (2 * CYLINDER_RY if n.kind == "dataset" else 0)
+    if n.kind == "dataset":
+        ry = CYLINDER_RY
+        rx, x2, y1, y2 = b.w / 2, b.x + b.w, b.y + ry, b.y + b.h - ry
+        shape = (
+            f"M{b.x:.1f},{y1:.1f}A{rx:.1f},{ry} 0 0 1 {x2:.1f},{y1:.1f}L{x2:.1f},{y2:.1f}"
+            f"A{rx:.1f},{ry} 0 0 1 {b.x:.1f},{y2:.1f}Z M{b.x:.1f},{y1:.1f}A{rx:.1f},{ry} 0 0 0 {x2:.1f},{y1:.1f}"
+        )
+        dash = ""
+    elif n.kind == "unresolved":
+        fold, x2, y2 = 8.0, b.x + b.w, b.y + b.h
+        shape = (
+            f"M{b.x:.1f},{b.y:.1f}H{x2 - fold:.1f}L{x2:.1f},{b.y + fold:.1f}V{y2:.1f}H{b.x:.1f}Z "
+            f"M{x2 - fold:.1f},{b.y:.1f}V{b.y + fold:.1f}H{x2:.1f}"
+        )
+        dash = ' stroke-dasharray="4 3"'
+    else:
+        shape, dash = _rounded(b, 6), ""
+    texts = [_text(b.x + b.w / 2, top + TITLE_PX - 1, n.title, TITLE_PX, bold=True)]
+    for i, line in enumerate(n.lines):
+        baseline = top + TITLE_PX + (i + 1) * (LINE_PX + LINE_GAP)
+        texts.append(_text(b.x + b.w / 2, baseline, line, LINE_PX, colour="#3c4043"))
+    classes = n.kind if n.kind == n.status else f"{n.kind} {n.status}"
+    return (
+        f'<g id="{node_id}" class="node {classes}"><title>{_e(n.key)}</title>'
+        f'<path d="{shape}" fill="{fill}" stroke="{stroke}" stroke-width="1.4"{dash}/>{"".join(texts)}</g>'
+    )
+
+
+def _rounded(b: Box, r: float) -> str:
+    x2, y2 = b.x + b.w, b.y + b.h
+    return (
+        f"M{b.x + r:.1f},{b.y:.1f}H{x2 - r:.1f}A{r},{r} 0 0 1 {x2:.1f},{b.y + r:.1f}V{y2 - r:.1f}"
+        f"A{r},{r} 0 0 1 {x2 - r:.1f},{y2:.1f}H{b.x + r:.1f}A{r},{r} 0 0 1 {b.x:.1f},{y2 - r:.1f}"
+        f"V{b.y + r:.1f}A{r},{r} 0 0 1 {b.x + r:.1f},{b.y:.1f}Z"
+    )
+
+
+def _curve(route: list[tuple[float, float]]) -> str:
+    """A smooth path through the route's points: each stretch an S-curve leaving and entering level."""
+    (x, y), parts = route[0], [f"M{route[0][0]:.1f},{route[0][1]:.1f}"]
+    for qx, qy in route[1:]:
+        d = (qx - x) / 2
+        parts.append(f"C{x + d:.1f},{y:.1f} {qx - d:.1f},{qy:.1f} {qx:.1f},{qy:.1f}")
+        x, y = qx, qy
+    return "".join(parts)
+
+
+def _text(x: float, y: float, text: str, px: int, bold: bool = False, colour: str = "#202124") -> str:
+    weight = ' font-weight="bold"' if bold else ""
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="middle" font-size="{px}"{weight} fill="{colour}">{_e(text)}</text>'
+    )
 
 
 # --- Mermaid ------------------------------------------------------------------------------------
@@ -562,12 +647,12 @@ def _m(text: str) -> str:
 # --- HTML ---------------------------------------------------------------------------------------
 
 
-def html_page(doc: Mapping[str, Any], title: str = "lakeflow lineage", dot_binary: str | None = None) -> str:
-    """One self-contained page: the SVG laid out by Graphviz, the node details, inline CSS and JS."""
+def html_page(doc: Mapping[str, Any], title: str = "lakeflow lineage") -> str:
+    """One self-contained page: the laid-out SVG, the node details, inline CSS and JS."""
     v = view(doc)
-    picture = svg(dot(doc), dot_binary)
-    # keyed by the SVG <title> of each node: its name, backslashes doubled as DOT quoting needs
-    data = json.dumps({"nodes": {svg_title(k): d for k, d in v.details.items()}}, sort_keys=True, ensure_ascii=False)
+    picture = svg(v)
+    # keyed by the SVG <title> of each node and cluster: its key
+    data = json.dumps({"nodes": v.details}, sort_keys=True, ensure_ascii=False)
     data = data.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     s = v.summary
     counts = [

@@ -2,4 +2,4 @@
 processes it starts and stops, the memory it may use, the Spark driver's class archive.
 
 A leaf layer: modules here import no lakeflow module outside ``lakeflow.runtime``
-(tests/test_layout.py)."""
+(tests/unit/test_layout.py)."""

@@ -14,36 +14,36 @@ Three sets, each cached in its own folder under ``build/jars/`` (``$LAKEFLOW_JAR
   (``build/jars/spark-hadoop-<version>/``).
 - **sql-gateway** — ``org.apache.flink:flink-sql-gateway`` of the apache-flink wheel's version
   (``build/jars/flink-sql-gateway-<version>/``): the wheel has ``bin/sql-gateway.sh`` but not the
-  jar it looks for in ``opt/``; :meth:`lakeflow.flink_cluster.FlinkCluster.start_sql_gateway`
+  jar it looks for in ``opt/``; :meth:`lakeflow.runtime.flink_cluster.FlinkCluster.start_sql_gateway`
   puts it on the gateway's own classpath (the wheel's folders stay as they are).
 - **kafka-connector** — ``org.apache.flink:flink-sql-connector-kafka`` (Flink 2.x build,
   ``build/jars/flink-sql-connector-kafka-<version>/``) and **jdbc-connector** —
   ``flink-connector-jdbc-core`` + ``-postgres`` with the PostgreSQL driver
   (``build/jars/flink-connector-jdbc-<version>/``): for a cluster's ``lib/``
-  (:class:`lakeflow.flink_cluster.FlinkCluster` ``lib_jars``) and its SQL Gateway, as the
+  (:class:`lakeflow.runtime.flink_cluster.FlinkCluster` ``lib_jars``) and its SQL Gateway, as the
   lineage tests run them.
 
-Maven resolves and downloads them (``build-support/jars/*.pom.xml``, ``mvn -C``: every file is
+Maven (:func:`lakeflow.runtime.maven.mvn`: ``mvn`` on PATH, else Maven's own distribution fetched
+from Maven Central into ``build/maven/``) resolves and downloads them
+(``build-support/jars/*.pom.xml``, ``--strict-checksums``: every file is
 checked against the checksum the repository publishes beside it, and the build fails on a
 mismatch or a missing checksum); it honours ``~/.m2/settings.xml`` (mirrors, proxies), and
 ``$MAVEN_REPO`` replaces every remote repository by one URL. Maven's own repository is
 ``build/jars/m2``. A folder is complete once it holds its key jar (it is filled in a temporary
 folder and renamed): pre-seeding an offline machine means copying ``build/jars/<set>/`` there.
-``LAKEFLOW_JARS_OFFLINE=1`` never starts Maven. Command line: ``python -m lakeflow.runtime.jars [flink]
+``LAKEFLOW_JARS_OFFLINE=1`` never starts Maven. Command line: ``lakeflow jars [flink]
 [spark] [sql-gateway] [kafka-connector] [jdbc-connector]`` (``make s3-jars``, ``make flink-plugins``,
 ``make s3a-jars``, ``make sql-gateway-jar``, ``make connector-jars``).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import re
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -52,7 +52,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from lakeflow.runtime import maven
 from lakeflow.runtime.homes import flink_distribution, flink_plugins_dir, spark_home
+from lakeflow.runtime.maven import MavenUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -238,13 +240,10 @@ def fetch(jar_set: JarSet, *, maven_repo: str | None = None, timeout_s: float = 
         return jar_set.jars()
     if offline():
         raise JarsUnavailable(_missing(jar_set, "LAKEFLOW_JARS_OFFLINE is set, so Maven is not started"))
-    mvn = shutil.which(os.environ.get("MVN", "mvn"))
-    if mvn is None:
-        raise JarsUnavailable(
-            _missing(
-                jar_set, "Maven (mvn) is not installed: apt-get install maven, or https://maven.apache.org/download.cgi"
-            )
-        )
+    try:
+        mvn = maven.mvn()
+    except MavenUnavailable as exc:
+        raise JarsUnavailable(_missing(jar_set, f"no Maven: {exc}")) from None
     root = jars_dir()
     work = root / "poms"
     work.mkdir(parents=True, exist_ok=True)
@@ -404,39 +403,3 @@ def with_s3a_jars(submit_args: str) -> str:
             args[i] = f"{arg},{ours}"
             return shlex.join(args)
     return shlex.join(["--jars", ours, *args])
-
-
-# --- command line ---------------------------------------------------------------------------------
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lakeflow.runtime.jars", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "sets",
-        nargs="*",
-        choices=tuple(SETS),
-        metavar="SET",
-        help="flink (the S3 plugin, installed into Flink's plugins/), spark (hadoop-aws + AWS SDK "
-        "v2), sql-gateway (Flink's SQL Gateway jar), kafka-connector, jdbc-connector (Flink's Kafka "
-        "and PostgreSQL JDBC connectors); default the first three",
-    )
-    parser.add_argument("--print-versions", action="store_true", help="print the versions and folders, fetch nothing")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    wanted = [name for name in SETS if name in (args.sets or DEFAULT_SETS)]
-    try:
-        if args.print_versions:
-            for s in (SETS[name]() for name in wanted):
-                print(f"{s.name}\t{s.version}\t{s.folder}\t{'ready' if s.ready() else 'missing'}")
-            return 0
-        for name, jars in ensure_jars(wanted).items():
-            where = jars[0] if len(jars) == 1 else f"{len(jars)} jars in {jars[0].parent}"
-            print(f"{name}: {where}")
-    except JarsUnavailable as exc:
-        print(f"lakeflow jars: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

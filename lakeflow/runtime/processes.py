@@ -1,6 +1,6 @@
 """Local daemon processes (Linux ``/proc``): what a pid runs, and stopping a set of them.
 
-The cluster managers (:mod:`lakeflow.flink_cluster`, :mod:`lakeflow.spark_cluster`) count a pid as
+The cluster managers (:mod:`lakeflow.runtime.flink_cluster`, :mod:`lakeflow.runtime.spark_cluster`) count a pid as
 theirs only while its command line shows their daemon; these helpers are what they share.
 """
 

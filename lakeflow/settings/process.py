@@ -57,7 +57,12 @@ class ProcessEnvironment(EnvModel):
     jars_offline: str | None = Field(
         None, alias="LAKEFLOW_JARS_OFFLINE", description="1: never start Maven (pre-seeded jar folders only)."
     )
-    mvn: str | None = Field(None, alias="MVN", description="The Maven executable (default mvn).")
+    mvn: str | None = Field(
+        None,
+        alias="MVN",
+        description="The Maven executable (default: mvn on PATH, else Apache Maven fetched from Maven Central "
+        "into build/maven/, make maven).",
+    )
     flink_rest_port: Port = Field(
         8081,
         alias="FLINK_REST_PORT",

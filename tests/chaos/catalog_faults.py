@@ -19,9 +19,9 @@ from pathlib import Path
 from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.settings import load_settings
 from tests.chaos.common import Result, lakeflow, moto_server, progress, tail, timed
-from tests.fixtures_lakekeeper import NAMESPACE, env_for, start_lakekeeper
-from tests.lakekeeper_standin import LakekeeperStandin, S3Account
-from tests.oauth_standin import OAuthStandin
+from tests.support.fixtures_lakekeeper import NAMESPACE, env_for, start_lakekeeper
+from tests.standins.lakekeeper import LakekeeperStandin, S3Account
+from tests.standins.oauth import OAuthStandin
 
 TABLE = "sensor-readings"
 

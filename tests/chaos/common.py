@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from tests.fixtures_servers import MotoServer, run_moto
+from tests.support.fixtures_servers import MotoServer, run_moto
 
 REPO = Path(__file__).resolve().parents[2]
 LAKEFLOW = str(Path(sys.executable).parent / "lakeflow")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from tests.chaos.common import Result, progress, tail, timed
-from tests.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
+from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
 
 TARGET = "sensor-readings-compacted"
 DAY = 1763683200000  # 2025-11-21T00:00:00Z

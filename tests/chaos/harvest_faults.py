@@ -14,8 +14,8 @@ from pathlib import Path
 
 from lakeflow.lineage.flink_rest import MAX_BODY_BYTES
 from tests.chaos.common import Result, lakeflow, progress, tail, timed
-from tests.flink_rest_stub import Answer, FlinkRestStub
-from tests.harvest_scenario import RECORDING
+from tests.standins.flink_rest import Answer, FlinkRestStub
+from tests.support.harvest_scenario import RECORDING
 
 
 def harvest_garbage(workdir: Path) -> Result:

@@ -19,13 +19,14 @@ from typing import Optional
 
 import requests
 
-from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.runtime.flink_cluster import FlinkCluster
+from lakeflow.secret import is_secret_key
 from lakeflow.runtime.homes import flink_home
 from tests.chaos.common import Result, progress, tail, timed
 from tests.chaos.tm_kill import (HEARTBEATS, JOB, PACKAGE, _check_counts, _job_env, _require_package, _running,
                                  _submitted, _wait, count_committed)
-from tests.fixtures_servers import free_port
-from tests.kafka_broker import run_kafka
+from tests.support.fixtures_servers import free_port
+from tests.support.kafka_broker import run_kafka
 
 
 def _reading(run_id: str, seq: int) -> str:
@@ -43,7 +44,7 @@ def tm_kill_kafka(workdir: Path, *, kills: int = 4, records: int = 8000, batches
         with run_kafka(workdir / "kafka") as broker:
             topic, run_id = "readings", str(uuid.uuid4())
             broker.create_topic(topic, partitions=2)
-            cluster = FlinkCluster(workdir / "cluster", rest_port=free_port(), rpc_port=free_port(), conf=HEARTBEATS)
+            cluster = FlinkCluster(workdir / "cluster", rest_port=free_port(), rpc_port=free_port(), conf=HEARTBEATS, secret_variable=is_secret_key)
             cluster.start()
             proc = None
             try:

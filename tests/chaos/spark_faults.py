@@ -1,4 +1,4 @@
-"""The compaction job on a standalone Spark cluster (``lakeflow.spark_cluster``) under faults.
+"""The compaction job on a standalone Spark cluster (``lakeflow.runtime.spark_cluster``) under faults.
 
 - ``executor-kill``: each cycle adds a batch of raw part files and runs ``lakeflow compact
   --engine spark --master spark://…``; when the executor logs that it started a task of the
@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from lakeflow.spark_cluster import SparkCluster
+from lakeflow.runtime.spark_cluster import SparkCluster
+from lakeflow.secret import is_secret_key
 from tests.chaos.common import Result, progress, tail, timed
 from tests.chaos.compaction_faults import DAY, table_keys
-from tests.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
-from tests.fixtures_servers import free_port
+from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
+from tests.support.fixtures_servers import free_port
 
 RUNNING_TASK = re.compile(r"Running task \S+ in stage (\d+)\.\d+")
 LOST_TASK = re.compile(r"Lost task \S+ in stage \S+ .*ExecutorLostFailure")
@@ -71,7 +72,7 @@ def executor_kill(workdir: Path, *, kills: int = 3, files: int = 400, per_file: 
     own = cluster is None
     with timed(result):
         if cluster is None:
-            cluster = SparkCluster(workdir / "spark-cluster", port=free_port())
+            cluster = SparkCluster(workdir / "spark-cluster", port=free_port(), secret_variable=is_secret_key)
             cluster.start()
         try:
             home = make_home(workdir)

@@ -28,13 +28,14 @@ from typing import Callable, Iterable, Optional
 
 import requests
 
-from lakeflow.flink_cluster import FlinkCluster
+from lakeflow.runtime.flink_cluster import FlinkCluster
+from lakeflow.secret import is_secret_key
 from lakeflow.runtime.homes import flink_home
 from tests.chaos.common import LAKEFLOW, REPO, Result, local_env, moto_server, progress, tail, timed
-from tests.fixtures_lakekeeper import env_for, start_lakekeeper
-from tests.fixtures_servers import free_port
-from tests.lakekeeper_standin import S3Account
-from tests.sink_layout import files_under
+from tests.support.fixtures_lakekeeper import env_for, start_lakekeeper
+from tests.support.fixtures_servers import free_port
+from tests.standins.lakekeeper import S3Account
+from tests.support.sink_layout import files_under
 
 JOB = REPO / "jobs" / "sensor_ingest.py"
 JAR, PACKAGE = REPO / "build" / "lakeflow-flink.jar", REPO / "build" / "lakeflow.zip"
@@ -200,7 +201,7 @@ def tm_kill(workdir: Path, *, kills: int = 10, records: int = 7500, batch: int =
     rnd = random.Random(seed)
     with timed(result):
         _require_package()
-        cluster = FlinkCluster(workdir / "cluster", rest_port=free_port(), rpc_port=free_port(), conf=HEARTBEATS)
+        cluster = FlinkCluster(workdir / "cluster", rest_port=free_port(), rpc_port=free_port(), conf=HEARTBEATS, secret_variable=is_secret_key)
         cluster.start()
         try:
             home = workdir / "home"
@@ -280,7 +281,7 @@ def tm_kill_s3(workdir: Path, *, kills: int = 10, records: int = 7500, batch: in
                 progress(result.name, f"table at {location}; cluster with AWS profile "
                                       f"{storage.profile.name if storage.profile else None}")
                 cluster = FlinkCluster(workdir / "cluster", rest_port=free_port(), rpc_port=free_port(),
-                                       conf={**HEARTBEATS, **storage.conf}, env=storage.env())
+                                       conf={**HEARTBEATS, **storage.conf}, env=storage.env(), secret_variable=is_secret_key)
                 cluster.start()
                 env = _job_env(cluster, home, records, batch, interval_ms, **catalog_env)
                 _, done, failures_seen = _kill_during_run(result, cluster, env, workdir, kills=kills, rnd=rnd)

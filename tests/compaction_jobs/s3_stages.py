@@ -2,7 +2,7 @@
 + ``ICEBERG_S3_*``), for tests that run against the plain Lakekeeper stand-in, which serves the raw
 table and its vended credentials but no Iceberg REST catalog.
 
-tests/test_compaction_s3.py needs neither: it runs ``lakeflow compact`` as is against the stand-in
+tests/integration/test_compaction_s3.py needs neither: it runs ``lakeflow compact`` as is against the stand-in
 fronting Iceberg's REST server (both catalogs at one ``LAKEKEEPER`` URL).
 """
 

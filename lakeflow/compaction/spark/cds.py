@@ -1,7 +1,7 @@
 """Builds the Spark driver JVM's class-data-sharing archive (:mod:`lakeflow.runtime.class_archive`
 says where it lives and how a driver maps it): a local Spark session starts faster.
 
-``python -m lakeflow.compaction.spark.cds`` (``make spark-cds``, run by ``make test``) runs a small
+``lakeflow spark-cds`` (``make spark-cds``, run by ``make test``) runs a small
 compaction through the Spark engine — the classes a real run loads — with
 ``-XX:ArchiveClassesAtExit``, waits for that JVM to exit, and renames the archive into place. A
 driver spark-submit starts (``--print-command``) is not given it.
@@ -38,7 +38,7 @@ def build(timeout_s: float = 300.0) -> Path:
     env.pop("PYSPARK_GATEWAY_PORT", None)
     try:
         subprocess.run(
-            [sys.executable, "-m", "lakeflow.compaction.spark.cds", "--warm-up"],
+            [sys.executable, "-m", "lakeflow.cli", "spark-cds", "--warm-up"],
             env=env,
             check=True,
             timeout=timeout_s,
@@ -86,26 +86,3 @@ def warm_up() -> None:
     if proc is not None:  # the JVM exits once its stdin closes (PySpark's gateway watches it)
         proc.stdin.close()
         proc.wait(timeout=240)
-
-
-def main() -> int:
-    """``--warm-up``: the archiving JVM's job; ``--force``: rebuild; else build unless there."""
-    if sys.argv[1:] == ["--warm-up"]:
-        warm_up()
-        return 0
-    path = archive_path()
-    if path is not None and path.exists() and "--force" not in sys.argv[1:]:
-        print(f"Spark driver class archive: {path} (there; --force rebuilds it)")
-        return 0
-    try:
-        path = build()
-    except (RuntimeError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        detail = getattr(exc, "stderr", b"") or b""
-        print(f"lakeflow spark-cds: {exc}\n{detail.decode(errors='replace')[-2000:]}", file=sys.stderr)
-        return 1
-    print(f"Spark driver class archive: {path} ({path.stat().st_size >> 20} MiB)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

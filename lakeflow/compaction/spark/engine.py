@@ -23,12 +23,20 @@ class SparkEngine:
     name = "spark"
 
     def __init__(
-        self, raw: Storage, target: Storage, raw_s3a: S3ASettings | None, target_s3a: S3ASettings | None, app_name: str
+        self,
+        raw: Storage,
+        target: Storage,
+        raw_s3a: S3ASettings | None,
+        target_s3a: S3ASettings | None,
+        app_name: str,
+        spark_options: Sequence[str] = (),
     ) -> None:
         self.raw, self.target = raw, target
         self.options = table_options(target_s3a)
         with stage("spark", "starting the Spark session"):
-            self.spark: SparkSession = spark_session(app_name, raw_s3a, s3=target_s3a is not None)
+            self.spark: SparkSession = spark_session(
+                app_name, raw_s3a, s3=target_s3a is not None, spark_options=spark_options
+            )
         self.rows: DataFrame | None = None
 
     def read(self, files: Sequence[FileEntry]) -> dict[str, FileSummary]:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from lakeflow.compaction.launch import submit_env
 from lakeflow.credentials import S3ASettings
 from lakeflow.runtime.class_archive import with_class_archive
 from lakeflow.runtime.memory import total_bytes
@@ -39,10 +40,15 @@ SESSION_CONF = {
 S3_SESSION_CONF = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
 
 
-def spark_session(app_name: str, raw_s3a: S3ASettings | None, *, s3: bool = False) -> SparkSession:
+def spark_session(
+    app_name: str, raw_s3a: S3ASettings | None, *, s3: bool = False, spark_options: Sequence[str] = ()
+) -> SparkSession:
     """The session (master and resources come from spark-submit), with the raw table's S3A settings.
-    A JVM PySpark launches gets S3A's jars for S3 (``raw_s3a``, or ``s3`` for an S3 target) and the
-    class archive (:mod:`~lakeflow.compaction.spark.cds`) when there is one."""
+    A JVM PySpark launches gets ``spark_options`` (spark-submit's; its launcher reads them, this
+    Python and SPARK_HOME from the environment only), S3A's jars for S3 (``raw_s3a``, or ``s3`` for
+    an S3 target) and the class archive (:mod:`~lakeflow.compaction.spark.cds`) when there is one."""
+    if spark_options and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        os.environ.update(submit_env(os.environ, spark_options))
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not yet launched: PySpark starts the JVM here
         os.environ["PYSPARK_SUBMIT_ARGS"] = with_driver_memory(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     if (raw_s3a is not None or s3) and "PYSPARK_GATEWAY_PORT" not in os.environ:

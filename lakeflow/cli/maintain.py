@@ -1,0 +1,64 @@
+"""``lakeflow maintain`` (the table's care: merge small files, expire snapshots, remove orphans and
+leftovers; :mod:`lakeflow.compaction.maintain`) and ``lakeflow status`` (the compaction's backlog and
+the table's shape, read-only; :mod:`lakeflow.compaction.status`)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from lakeflow.cli.compact import add_maintain_arguments, add_table_arguments, options_of
+from lakeflow.cli.output import Output
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``lakeflow maintain`` and ``lakeflow status`` to the ``lakeflow`` parser."""
+    p = subparsers.add_parser(
+        "maintain",
+        help="merge the compacted table's small files, expire old snapshots, remove orphan files, clear the raw "
+        "table's leftovers of killed writers",
+        description="Under the table's lease: per day partition, merge small Parquet files into target-size "
+        "files sorted by time (one atomic snapshot each, rows unchanged); expire old snapshots; "
+        "remove files nothing references; abort the raw table's old open multipart uploads and delete its old "
+        "hidden in-progress part files. Exit codes: 0 done, 2 error, 3 a compaction (on any "
+        "host) holds the table's lease.",
+    )
+    add_table_arguments(p)
+    add_maintain_arguments(p)
+    p.add_argument(
+        "--dry-run", action="store_true", help="list what would be rewritten, expired and deleted; change nothing"
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=_maintain)
+
+    p = subparsers.add_parser(
+        "status",
+        help="the compaction's backlog and the table: pending raw files, freshness lag, last run, "
+        "snapshots, files per partition",
+        description="Read-only: raw files a compaction run would take now (the look-back window's discovery "
+        "minus the ledger), the age of the oldest (its modification time), the last run (lineage "
+        "store) and commit (ledger), the number of snapshots, and data files per day partition "
+        "with their mean size. Exit codes: 0, 2 error.",
+    )
+    add_table_arguments(p)
+    p.add_argument("--look-back", metavar="DURATION", help="as lakeflow compact --look-back")
+    p.add_argument("--full-scan", action="store_true", help="list every raw bucket, as lakeflow compact --full-scan")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=_status)
+
+
+def _maintain(args: argparse.Namespace) -> int:
+    from lakeflow.compaction.config import load_config
+    from lakeflow.compaction.maintain import run_maintain
+
+    config = load_config(options_of(args))
+    return run_maintain(replace(config, maintenance=replace(config.maintenance, dry_run=args.dry_run)), args.json)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from lakeflow.compaction.config import load_config
+    from lakeflow.compaction.status import table_status
+
+    status = table_status(load_config(options_of(args)))
+    Output(args.json).result(status.lines(), status.to_dict())
+    return 0

@@ -1,5 +1,0 @@
-import sys
-
-from lakeflow.settings.example import main
-
-sys.exit(main())

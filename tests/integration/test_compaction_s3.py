@@ -1,0 +1,255 @@
+"""The compaction on S3 with IAM enforced, each engine run as the product runs it: ``lakeflow compact
+--engine arrow|spark`` against ``LAKEKEEPER`` = one URL serving both catalogs (the generic tables and,
+at ``/catalog``, Apache Iceberg's REST server), everything on one moto server that checks every
+signature, key and IAM policy — assembled by tests/support/lakehouse.py.
+
+The raw table and the Iceberg table share the warehouse bucket, as in Lakekeeper; each set of
+credentials is refused outside its own table. Spark runs in the job's process, launched by lakeflow
+with the fetched hadoop-aws + AWS SDK v2 jars.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import requests
+from botocore.exceptions import ClientError
+
+from lakeflow.catalog import open_catalog
+from lakeflow.compaction.commit import iceberg_catalog
+from lakeflow.compaction.launch import spark_options, submit_env
+from lakeflow.credentials import VendedConfig, to_s3a
+from lakeflow.settings import load_settings
+from tests.support.fixtures_compaction import REPO, json_array, readings
+from tests.support.fixtures_lakekeeper import NAMESPACE
+from tests.support.iceberg_rest import IcebergRestServer
+from tests.support.lakehouse import LAKEFLOW, TARGET, LakekeeperWithIceberg, lakehouse_catalogs
+from tests.standins.lakekeeper import S3Account
+
+pytestmark = pytest.mark.slow
+
+JOB_FLAGS = ["--delete-source", "--delete-min-age", "0s", "--move-quarantined"]
+DAY = 1763683200000
+
+
+@dataclass
+class Lakehouse:
+    """Both catalogs at ``standin.url``, the raw table with this test's part files, and how to compact."""
+
+    standin: LakekeeperWithIceberg
+    iceberg: IcebergRestServer
+    admin: S3Account            # Lakekeeper's own storage credential: for inspecting the bucket only
+    env: dict
+    location: str               # the raw table, s3://bucket/warehouse/<table id>
+    vended: dict                # the raw table's vended storage config
+    bucket: str
+    prefix: str                 # the raw table's key prefix
+    home: Path
+
+    @property
+    def s3(self):
+        return self.admin.client("s3")
+
+    @property
+    def table_prefix(self) -> str:
+        """The Iceberg table's key prefix (the REST server's warehouse is Lakekeeper's)."""
+        return f"{self.standin.warehouse.key_prefix}/{NAMESPACE[0]}/{TARGET}"
+
+    def keys(self) -> set[str]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket)
+        return {o["Key"] for page in pages for o in page.get("Contents", [])}
+
+    def compact(self, engine: str, report: Path, *extra: str) -> subprocess.CompletedProcess:
+        """``lakeflow compact`` as a user runs it; exit 0 and no secret in what it printed."""
+        cmd = [LAKEFLOW, "compact", "--engine", engine, "--report", str(report), *JOB_FLAGS, *extra]
+        done = subprocess.run(cmd, env=self.env, cwd=self.home.parent, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            log = report.with_suffix(".log")
+            log.write_text(done.stdout + done.stderr)
+            lines = [l for l in done.stderr.splitlines() if not l.lstrip().startswith("at ")]
+            pytest.fail(f"lakeflow compact exited {done.returncode} (all of it: {log}):\n" + "\n".join(lines[-60:]))
+        self.assert_no_secret(done.stdout + done.stderr + " ".join(cmd))
+        return done
+
+    def secrets(self) -> list[str]:
+        return [self.standin.token, self.iceberg.secret_key, self.admin.secret_key, *self.standin.vended_secrets]
+
+    def assert_no_secret(self, text: str) -> None:
+        for secret in self.secrets():
+            assert secret not in text
+
+
+@pytest.fixture
+def lakehouse(moto_iam: S3Account, tmp_path: Path) -> Iterator[Lakehouse]:
+    """The raw table (registered through lakeflow) with 120 readings in 6 committed part files (an
+    hourly folder), a truncated one and an in-progress one, written with its vended credentials."""
+    with lakehouse_catalogs(moto_iam, tmp_path) as catalogs:
+        standin, server, env, home = catalogs.standin, catalogs.iceberg, catalogs.env, catalogs.home
+        settings = load_settings(env)
+        handle = open_catalog(settings).register(settings.namespace, settings.table)
+        vended = open_catalog(settings).load(settings.namespace, settings.table, vended=True).storage.merged()
+        wh = standin.warehouse
+        assert handle.location.startswith(f"{wh.base}/") and vended.get("s3.session-token")
+        bucket, prefix = handle.location.removeprefix("s3://").split("/", 1)
+
+        writer = boto3.client("s3", **to_s3a(VendedConfig(handle.location, vended)).boto3())  # as Flink writes
+        rows = readings("run-s3", 120, start_ms=DAY + 3_600_000, step_ms=30_000, seed=7)
+        for n in range(0, 120, 20):
+            writer.put_object(Bucket=bucket, Key=f"{prefix}/2025-11-21--01/part-s3-{n % 2}-{n // 20}.json",
+                              Body=json_array(rows[n:n + 20]).encode())
+        writer.put_object(Bucket=bucket, Key=f"{prefix}/part-s3-0-99.json", Body=b'[{"sensor_id": "x", ')
+        writer.put_object(Bucket=bucket, Key=f"{prefix}/.part-s3-1-9.json.inprogress.0a1b", Body=b"[")
+        yield Lakehouse(standin=standin, iceberg=server, admin=moto_iam, env=env, location=handle.location,
+                        vended=vended, bucket=bucket, prefix=prefix, home=home)
+
+
+def _client(props: dict, location: str):
+    return boto3.client("s3", **to_s3a(VendedConfig(location, props)).boto3())
+
+
+def _refused(call: Callable[[], Any]) -> None:
+    with pytest.raises(ClientError) as err:
+        call()
+    assert err.value.response["Error"]["Code"] == "AccessDenied"
+
+
+def check_compacted(lh: Lakehouse, engine: str, report: Path) -> pa.Table:
+    """The run's report, what it left on S3, its Iceberg commit (read back through the catalog with the
+    credentials vended for the Iceberg table); returns the Parquet file written."""
+    r = json.loads(report.read_text())
+    assert r["engine"] == engine
+    assert (r["files_in"], r["files_compacted"], r["rows_out"], r["files_out"]) == (7, 6, 120, 1)
+    assert r["quarantined"] == [{"file": "part-s3-0-99.json",
+                                 "reason": "not a JSON array of reading objects (malformed or truncated JSON)"}]
+
+    bucket, prefix, table_prefix, keys = lh.bucket, lh.prefix, lh.table_prefix, lh.keys()
+    (data,) = [k for k in keys if k.endswith(".parquet")]
+    assert data.startswith(f"{table_prefix}/data/ts_day=2025-11-21/{TARGET}__2025-11-21__20251121T010000000Z__")
+    parquet = pq.read_table(io.BytesIO(lh.s3.get_object(Bucket=bucket, Key=data)["Body"].read()))
+    assert sorted(parquet.column("seq").to_pylist()) == list(range(120))
+    assert f"{prefix}/_quarantine/part-s3-0-99.json" in keys                       # moved (S3: copy + delete)
+    left = [k for k in keys if k.startswith(f"{prefix}/2025-11-21--01/") and not k.endswith("/")]
+    assert left == []                                                              # --delete-source
+    assert f"{prefix}/.part-s3-1-9.json.inprogress.0a1b" in keys                   # never touched
+    ledger = f"{table_prefix}/_lakeflow/compaction/ledger-"                          # where only the compactor writes
+    assert r["ledger"].startswith(f"s3://{bucket}/{ledger}") and r["ledger"][len(f"s3://{bucket}/"):] in keys
+    assert not any(k.startswith(f"{prefix}/_lakeflow/") for k in keys)
+    assert not any(k.startswith(f"{table_prefix}/data/_staging/") and not k.endswith("/") for k in keys)
+
+    table = iceberg_catalog(load_settings(lh.env)).load_table((*NAMESPACE, TARGET))
+    assert table.location() == f"s3://{bucket}/{table_prefix}"
+    committed = table.scan().to_arrow()
+    assert sorted(committed.column("seq").to_pylist()) == list(range(120))          # every reading, once
+    assert len(table.metadata.snapshots) == 1 and table.properties["lakeflow.compaction.ledger"] == r["ledger"]
+    props = table.io.properties                                                    # vended for the table by STS
+    assert props["s3.access-key-id"] in lh.standin.vended_access_keys and props.get("s3.session-token")
+    assert props["s3.access-key-id"] != lh.iceberg.access_key
+    posts = [c.path.split("/namespaces/", 1)[-1] for c in lh.standin.calls("POST", "/catalog/v1/")]
+    assert "iot/tables" in posts and f"iot/tables/{TARGET}" in posts        # created and committed at LAKEKEEPER
+
+    # each table's credentials work only under that table: nothing else in the bucket is theirs
+    raw_s3, table_s3 = _client(lh.vended, lh.location), _client(props, table.location())
+    table_s3.head_object(Bucket=bucket, Key=data)
+    raw_s3.head_object(Bucket=bucket, Key=f"{prefix}/.part-s3-1-9.json.inprogress.0a1b")
+    _refused(lambda: raw_s3.put_object(Bucket=bucket, Key=f"{table_prefix}/data/forged.parquet", Body=b"x"))
+    _refused(lambda: raw_s3.get_object(Bucket=bucket, Key=data))
+    _refused(lambda: table_s3.put_object(Bucket=bucket, Key=f"{prefix}/part-forged-0-0.json", Body=b"[]"))
+    _refused(lambda: table_s3.delete_object(Bucket=bucket, Key=f"{prefix}/.part-s3-1-9.json.inprogress.0a1b"))
+    deleted = table_s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": f"{prefix}/.part-s3-1-9.json.inprogress.0a1b"}]})
+    assert [e["Code"] for e in deleted.get("Errors", [])] == ["AccessDenied"] and not deleted.get("Deleted")
+    for s3 in (raw_s3, table_s3):
+        _refused(lambda: s3.put_object(Bucket=bucket, Key=f"{lh.standin.warehouse.key_prefix}/other/x", Body=b"x"))
+        _refused(lambda: s3.put_object(Bucket=bucket, Key="outside.json", Body=b"x"))
+    return parquet
+
+
+def check_rerun_and_outputs(lh: Lakehouse, engine: str, tmp_path: Path, *extra: str) -> None:
+    """A second run finds nothing new (the ledger read back from S3) and commits nothing; the report
+    and the lineage events hold no secret."""
+    again = tmp_path / "again.json"
+    lh.compact(engine, again, *extra)
+    r = json.loads(again.read_text())
+    assert (r["files_listed"], r["rows_out"], r["snapshot_id"]) == (0, 0, None)
+    table = iceberg_catalog(load_settings(lh.env)).load_table((*NAMESPACE, TARGET))
+    assert len(table.metadata.snapshots) == 1 and table.scan().to_arrow().num_rows == 120
+    written = [p for p in (*lh.home.rglob("*"), *tmp_path.glob("*.json")) if p.is_file() and p.suffix != ".db"]
+    assert any(p.parent.name == "lineage" for p in written)
+    lh.assert_no_secret("".join(p.read_text(errors="replace") for p in written))
+
+
+def test_arrow_engine_compacts_s3_with_vended_credentials(lakehouse: Lakehouse, tmp_path: Path) -> None:
+    done = lakehouse.compact("arrow", tmp_path / "report.json")
+    parquet = check_compacted(lakehouse, "arrow", tmp_path / "report.json")
+    assert b"org.apache.spark.version" not in (parquet.schema.metadata or {})  # written by pyarrow
+    assert "log4j" not in done.stderr and "starting the Spark session" not in done.stderr  # no JVM started
+    check_rerun_and_outputs(lakehouse, "arrow", tmp_path)
+
+
+def test_spark_engine_compacts_s3_through_s3a_with_vended_credentials(lakehouse: Lakehouse, tmp_path: Path) -> None:
+    done = lakehouse.compact("spark", tmp_path / "report.json")
+    assert "starting the Spark session" in done.stderr
+    parquet = check_compacted(lakehouse, "spark", tmp_path / "report.json")
+    assert b"org.apache.spark.version" in parquet.schema.metadata  # written by Spark, i.e. through S3A
+    check_rerun_and_outputs(lakehouse, "spark", tmp_path)
+
+
+def test_spark_session_reads_and_writes_lakekeeper_s3_uris_as_they_are(lakehouse: Lakehouse) -> None:
+    """The session lakeflow builds for a run on S3 (raw table's vended settings, the jars lakeflow
+    fetched) binds ``s3://`` to S3A: the raw location exactly as Lakekeeper gives it is read, written
+    and deleted under IAM enforcement (tests/compaction_jobs/s3_scheme.py)."""
+    job = REPO / "tests" / "compaction_jobs" / "s3_scheme.py"
+    env = submit_env({**lakehouse.env, "PYTHONPATH": str(REPO)},
+                     spark_options("local[1]"))
+    outside = f"s3://{lakehouse.bucket}/{lakehouse.table_prefix}/scheme-check"
+    done = subprocess.run([sys.executable, str(job), outside], env=env, cwd=lakehouse.home.parent, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    lakehouse.assert_no_secret(done.stdout + done.stderr)
+    lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert lines["fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert lines["filesystem"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert lines["location"] == lakehouse.location and lines["rows"] == "120" and lines["written"] == "120"
+    assert not any("_scheme-check" in k for k in lakehouse.keys())                 # deleted again
+    assert lines["outside"] == f"refused {outside}"                          # the raw table's keys, elsewhere
+
+
+def test_every_iceberg_command_takes_the_warehouse_uuid_or_its_name(lakehouse: Lakehouse, tmp_path: Path) -> None:
+    """Lakekeeper's ``/catalog/v1/config`` resolves a warehouse by name only (``<name>`` or
+    ``<project-id>/<name>``; a UUID is 404, as recorded from 0.13.3): compact, query, status and
+    maintain work with WAREHOUSE_ID the UUID (looked up in the management API) or the name, and a
+    warehouse that does not exist is one line and exit 2, no traceback."""
+    wh = lakehouse.standin.warehouse
+    assert lakehouse.env["WAREHOUSE_ID"] == wh.id
+    config = requests.get(f"{lakehouse.standin.url}/catalog/v1/config", params={"warehouse": wh.id}, timeout=10,
+                          headers={"Authorization": f"Bearer {lakehouse.standin.token}"})
+    assert (config.status_code, config.json()["error"]["type"]) == (404, "NoSuchWarehouseException")
+    lakehouse.compact("arrow", tmp_path / "report.json")
+    by_name = {**lakehouse.env, "WAREHOUSE_ID": wh.name}
+    for env in (lakehouse.env, by_name):
+        for args in (["query", "--format", "csv", "SELECT count(*) AS n FROM readings"], ["status"],
+                     ["maintain", "--dry-run"]):
+            done = subprocess.run([LAKEFLOW, *args], env=env, cwd=lakehouse.home.parent, capture_output=True,
+                                  text=True, timeout=300)
+            assert done.returncode == 0, f"{args} with WAREHOUSE_ID={env['WAREHOUSE_ID']}: {done.stderr[-3000:]}"
+            lakehouse.assert_no_secret(done.stdout + done.stderr)
+            if args[0] == "query":
+                assert done.stdout.splitlines() == ["n", "120"]
+    configs = [r.query.get("warehouse") for r in lakehouse.standin.calls("GET", "/catalog/v1/config")]
+    assert f"{wh.project_id}/{wh.name}" in configs and wh.name in configs
+    assert configs.count(wh.id) == 1  # this test's own: lakeflow never sends the UUID there
+    unknown = {**lakehouse.env, "WAREHOUSE_ID": "00000000-1111-2222-3333-444444444444"}
+    for args in (["compact"], ["query", "SELECT 1"], ["status"], ["maintain", "--dry-run"]):
+        done = subprocess.run([LAKEFLOW, *args], env=unknown, cwd=lakehouse.home.parent, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 2, (args, done.stderr[-2000:])
+        assert "Traceback" not in done.stderr and "NoSuchWarehouseException" in done.stderr, (args, done.stderr)

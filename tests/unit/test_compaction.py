@@ -1,0 +1,435 @@
+"""Compaction building blocks without Spark: discovery, names, ledger, recovery, the Iceberg commit,
+lineage identities, configuration and the launcher. Real files, real pyiceberg (SQLite)."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.exceptions import ServiceUnavailableError
+
+from lakeflow.catalog.errors import CatalogUnavailable
+from lakeflow.catalog.local import LocalCatalog
+from lakeflow.compaction import launch
+from lakeflow.compaction.commit import (
+    LEDGER_PROPERTY,
+    CommitConflict,
+    commit,
+    iceberg_catalog,
+    open_target,
+    rest_properties,
+)
+from lakeflow.cli.compact import job_argv, options_of
+from lakeflow.cli.compact import register as register_compact
+from lakeflow.compaction.config import CRASH_POINTS, CompactOptions, load_config
+from lakeflow.compaction.discover import list_parts
+from lakeflow.compaction.engine import EMPTY, MALFORMED
+from lakeflow.compaction.files import FileEntry, Storage
+from lakeflow.compaction.ledger import COMPACTED, QUARANTINED, Ledger, LedgerError, RunRecord, entries_for, load_ledger
+from lakeflow.compaction.lineage import lineage_run, raw_datasets
+from lakeflow.compaction.naming import DataFileStats, data_file_name, final_paths, timestamp
+from lakeflow.compaction.quarantine import move_quarantined, sort_files, unread_reasons
+from lakeflow.compaction.report import CompactionReport
+from lakeflow.compaction.source import raw_table
+from lakeflow.readings import is_committed_part
+from lakeflow.settings import SettingsError, load_settings
+from lakeflow.uris import hadoop_uri, iceberg_uri
+from tests.standins.http_stub import QuietHandler, send_json, serve, stop, url_of
+
+DAY_MS = 1763683200000  # 2025-11-21T00:00:00Z
+
+
+def settings_env(home: Path, **extra: str) -> dict:
+    return {"LAKEFLOW_HOME": str(home), "LAKEFLOW_ENV_FILE": str(home / "none.env"), **extra}
+
+
+# --- discovery ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rel, committed", [
+    ("part-6f1c-0-0.json", True),
+    ("2026-11-21--10/part-6f1c-1-7.json", True),
+    (".part-6f1c-0-1.json.inprogress.5e2a", False),           # Flink in-progress / pending
+    ("2026-11-21--10/.part-6f1c-0-1.json.inprogress.5e2a", False),
+    ("part-6f1c-0-1.json.inprogress.5e2a", False),
+    ("_quarantine/part-6f1c-0-0.json", False),                # bookkeeping folders
+    ("_lakeflow/compaction/x/ledger-1.json.gz", False),
+    (".hidden/part-1-0-0.json", False),
+    ("_SUCCESS", False),
+    ("part-6f1c-0-0.csv", False),
+])
+def test_committed_part_files_only(rel: str, committed: bool) -> None:
+    assert is_committed_part(rel) is committed
+
+
+def test_listing_walks_sub_folders_and_counts_the_rest(tmp_path: Path) -> None:
+    for rel in ("part-a-0-0.json", "2026-11-21--10/part-a-1-0.json", ".part-a-0-1.json.inprogress.x",
+                "_quarantine/part-b-0-0.json", "notes.txt"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("[]")
+    listing = list_parts(Storage(tmp_path.as_uri()))
+    assert [p.rel for p in listing.parts] == ["2026-11-21--10/part-a-1-0.json", "part-a-0-0.json"]
+    assert listing.ignored == 3
+    assert all(p.size == 2 for p in listing.parts)
+
+
+def test_storage_paths(tmp_path: Path) -> None:
+    s = Storage(tmp_path.as_uri() + "/")
+    assert s.uri("a/b.json") == f"file://{tmp_path}/a/b.json"
+    assert s.relative(f"file:{tmp_path}/a/b.json") == "a/b.json"        # Spark's spelling
+    assert s.relative(f"file://{tmp_path}/a/b.json") == "a/b.json"
+    with pytest.raises(ValueError):
+        s.relative(f"file://{tmp_path.parent}/elsewhere.json")
+    assert s.spark_path("2026-11-21--10/part-a b.json") == f"file:{tmp_path}/2026-11-21--10/part-a%20b.json"
+    assert Storage("s3://bucket/raw/t", {"s3.region": "us-east-1"}).spark_path("p=1/x.json") == "s3a://bucket/raw/t/p=1/x.json"
+    assert hadoop_uri("s3://bucket/raw/t") == "s3a://bucket/raw/t"
+    assert iceberg_uri("s3a://bucket/raw/t") == "s3://bucket/raw/t"
+    assert iceberg_uri("file:/tmp/x") == "file:///tmp/x"
+
+
+def test_storage_keeps_bytes_as_given(tmp_path: Path) -> None:
+    """A ``.gz`` name must not make pyarrow (de)compress behind our back."""
+    s = Storage(tmp_path.as_uri())
+    s.write("d/ledger-1.json.gz", b"\x1f\x8b not really gzip")
+    assert s.read("d/ledger-1.json.gz") == b"\x1f\x8b not really gzip"
+    s.move("d/ledger-1.json.gz", "e/x.json.gz")
+    assert not s.exists("d/ledger-1.json.gz") and s.exists("e/x.json.gz")
+    s.delete("e/x.json.gz")
+    s.delete("e/x.json.gz")  # missing: fine
+    s.delete_dir("nowhere")
+
+
+# --- names ----------------------------------------------------------------------------------
+
+RUN = "0b6a3f3e-5c2d-4f7e-9a1b-2c3d4e5f6a7b"
+
+
+def test_data_file_names_are_informative_and_unique_per_run() -> None:
+    assert timestamp(DAY_MS + 36_900_123) == "20251121T101500123Z"
+    name = data_file_name("sensor-readings-compacted", "2025-11-21", DAY_MS + 36_900_123, DAY_MS + 43_199_999, 7, 1, RUN)
+    assert name == ("sensor-readings-compacted__2025-11-21__20251121T101500123Z__20251121T115959999Z"
+                    f"__00000007-001__{RUN}.parquet")
+    staged = [DataFileStats("s/ts_day=2025-11-22/p1.parquet", "2025-11-22", 10, 100, DAY_MS + 86_400_000, DAY_MS + 86_500_000),
+              DataFileStats("s/ts_day=2025-11-21/p0.parquet", "2025-11-21", 10, 100, DAY_MS + 5, DAY_MS + 9)]
+    paths = final_paths(staged, "t", 3, RUN)
+    assert paths == [f"data/ts_day=2025-11-22/t__2025-11-22__20251122T000000000Z__20251122T000140000Z__00000003-002__{RUN}.parquet",
+                     f"data/ts_day=2025-11-21/t__2025-11-21__20251121T000000005Z__20251121T000000009Z__00000003-001__{RUN}.parquet"]
+    assert final_paths(list(reversed(staged)), "t", 3, RUN) == list(reversed(paths))
+    other = "1b6a3f3e-5c2d-4f7e-9a1b-2c3d4e5f6a7b"
+    assert final_paths(staged, "t", 3, other) != paths  # two runs on the same table state never collide
+
+
+# --- ledger ---------------------------------------------------------------------------------
+
+def _listing(tmp_path: Path, names: list[str]):
+    for n in names:
+        (tmp_path / n).write_text("[]")
+    return list_parts(Storage(tmp_path.as_uri()))
+
+
+def test_ledger_tracks_consumed_files_and_forgets_vanished_ones(tmp_path: Path) -> None:
+    listing = _listing(tmp_path, ["part-a-0-0.json", "part-a-0-1.json", "part-a-0-2.json"])
+    first = Ledger().advance(listing, {**entries_for(listing.parts[:1], COMPACTED, "r1", rows={"part-a-0-0.json": 5}),
+                                       **entries_for(listing.parts[1:2], QUARANTINED, "r1",
+                                                     reasons={"part-a-0-1.json": EMPTY})},
+                             RunRecord("r1", "t", 1, 5))
+    assert [f.rel for f in first.new_parts(listing)] == ["part-a-0-2.json"]
+    assert [f.rel for f in first.consumed(listing, QUARANTINED)] == ["part-a-0-1.json"]
+    assert first.files["part-a-0-0.json"].rows == 5 and first.committed("r1") and not first.committed("r2")
+
+    (tmp_path / "part-a-0-0.json").unlink()  # deleted after compaction (--delete-source)
+    listing2 = list_parts(Storage(tmp_path.as_uri()))
+    second = first.advance(listing2, entries_for(listing2.parts[-1:], COMPACTED, "r2"), RunRecord("r2", "t", 1, 0))
+    assert sorted(second.files) == ["part-a-0-1.json", "part-a-0-2.json"]
+    assert [r.run_id for r in second.runs] == ["r1", "r2"]
+    again = Ledger.from_bytes(second.to_bytes(), uri="x")
+    assert again.files == second.files and again.runs == second.runs
+
+
+def test_load_ledger_refuses_a_missing_or_foreign_ledger(tmp_path: Path) -> None:
+    s, raw = Storage((tmp_path / "ice").as_uri()), Storage((tmp_path / "raw").as_uri())
+    assert load_ledger(None, s, raw).files == {}
+    with pytest.raises(LedgerError, match="missing"):
+        load_ledger(s.uri("_lakeflow/ledger-gone.json.gz"), s, raw)
+    with pytest.raises(LedgerError, match="neither under the table nor under the raw table"):
+        load_ledger("s3://elsewhere/ledger.json.gz", s, raw)
+    s.write("_lakeflow/bad.json.gz", b"garbage")
+    with pytest.raises(LedgerError, match="unreadable"):
+        load_ledger(s.uri("_lakeflow/bad.json.gz"), s, raw)
+    raw.write("_lakeflow/old.json.gz", Ledger(runs=(RunRecord("r0", "t", 1, 1),)).to_bytes())  # before 0.2
+    assert load_ledger(raw.uri("_lakeflow/old.json.gz"), s, raw).committed("r0")
+
+
+# --- quarantine -----------------------------------------------------------------------------
+
+def test_sort_files_sets_aside_empty_and_malformed(tmp_path: Path) -> None:
+    raw = Storage(tmp_path.as_uri())
+    for rel, body in {"zero.json": b"", "blank.json": b" \n", "garbage.json": b"[{no", "none.json": b"[]"}.items():
+        raw.write(rel, body)
+    unread = [FileEntry(rel, len(raw.read(rel)), None) for rel in ("zero.json", "blank.json", "garbage.json", "none.json")]
+    reasons = unread_reasons(raw, unread)
+    assert reasons == {"zero.json": EMPTY, "blank.json": EMPTY, "garbage.json": MALFORMED}
+    raw.write("skipped.json", b'[{"seq": 1}]')
+    with pytest.raises(RuntimeError, match="refusing to mark it consumed"):
+        unread_reasons(raw, [FileEntry("skipped.json", 12, None)])  # data Spark did not read: stop
+
+    files = [FileEntry("a.json", 100, None), *unread]
+    s = sort_files(files, reasons, rows={"a.json": 4},
+                   bad_rows={"a.json": 1})
+    assert [f.rel for f in s.compacted] == ["a.json", "none.json"]
+    assert [f.rel for f in s.quarantined] == ["zero.json", "blank.json", "garbage.json"]
+    assert s.rows == {"a.json": 4, "none.json": 0} and s.bad_rows == {"a.json": 1, "none.json": 0}
+
+    raw = Storage(tmp_path.as_uri())
+    raw.write("2026-11-21--10/bad.json", b"[{")
+    moved = move_quarantined(raw, [FileEntry("2026-11-21--10/bad.json", 2, None)],
+                             {"2026-11-21--10/bad.json": MALFORMED}, "r1")
+    assert moved == 1 and not raw.exists("2026-11-21--10/bad.json")
+    assert raw.read("_quarantine/2026-11-21--10/bad.json") == b"[{"
+    reason = json.loads(raw.read("_quarantine/2026-11-21--10/bad.json.reason.json"))
+    assert reason == {"file": "2026-11-21--10/bad.json", "size": 2, "reason": MALFORMED, "run_id": "r1"}
+
+
+# --- the Iceberg commit ---------------------------------------------------------------------
+
+def _parquet(path: Path, rows: list[dict]) -> None:
+    from lakeflow.readings import FIELDS
+    types = {str: pa.string(), int: pa.int64(), float: pa.float64()}
+    schema = pa.schema([*(pa.field(n, types[t]) for n, t in FIELDS), pa.field("ts", pa.timestamp("us", tz="UTC"))])
+    table = pa.Table.from_pylist([{**r, "ts": datetime.fromtimestamp(r["timestamp_ms"] / 1000, tz=timezone.utc)}
+                                  for r in rows], schema=schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+def _reading(seq: int, ms: int) -> dict:
+    return {"sensor_id": "sensor-001", "run_id": "r", "seq": seq, "timestamp_ms": ms, "temperature": 1.0,
+            "humidity": 50.0, "pressure": 1000.0, "location": "lab"}
+
+
+def test_commit_adds_files_and_ledger_atomically_and_rejects_a_stale_run(tmp_path: Path) -> None:
+    settings = load_settings(settings_env(tmp_path))
+    source = (tmp_path / "raw").as_uri()
+    target = open_target(iceberg_catalog(settings), ("iot",), "t", source)
+    assert target.table.spec().fields[0].name == "ts_day" and str(target.table.spec().fields[0].transform) == "day"
+    stale = open_target(iceberg_catalog(settings), ("iot",), "t", source)  # a concurrent run's view
+    data = tmp_path / "ice" / "f1.parquet"
+    _parquet(data, [_reading(1, DAY_MS + 1), _reading(2, DAY_MS + 2)])
+
+    assert target.next_sequence == 1
+    snap = commit(target, [data.as_uri()], f"{source}/_lakeflow/l1.json.gz", source, "run-1", {"lakeflow.raw-files": "2"})
+    table = iceberg_catalog(settings).load_table(("iot", "t"))
+    assert table.current_snapshot().snapshot_id == snap
+    assert table.properties[LEDGER_PROPERTY] == f"{source}/_lakeflow/l1.json.gz"
+    assert table.current_snapshot().summary["lakeflow.raw-files"] == "2"
+    assert table.scan().to_arrow().num_rows == 2
+    assert target.files_overlapping(DAY_MS, DAY_MS + 1) == [f"file://{data}"]
+    assert target.files_overlapping(DAY_MS + 10, DAY_MS + 20) == []
+
+    other = tmp_path / "ice" / "f2.parquet"
+    _parquet(other, [_reading(3, DAY_MS + 3)])
+    with pytest.raises(CommitConflict, match="changed while this run worked"):
+        commit(stale, [other.as_uri()], f"{source}/_lakeflow/l2.json.gz", source, "run-2", {})
+    table = iceberg_catalog(settings).load_table(("iot", "t"))
+    assert table.scan().to_arrow().num_rows == 2 and table.properties[LEDGER_PROPERTY].endswith("l1.json.gz")
+
+    with pytest.raises(CommitConflict, match="compacted from"):
+        open_target(iceberg_catalog(settings), ("iot",), "t", (tmp_path / "other-raw").as_uri())
+
+
+CONFIG = {"defaults": {"prefix": "0190-wh"}, "overrides": {}, "endpoints": []}
+
+
+class _IcebergConfig(QuietHandler):
+    """Answers the Iceberg REST ``GET /v1/config`` the way Lakekeeper does; records the request."""
+
+    seen: list = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        type(self).seen.append((self.path, self.headers.get("Authorization"), self.headers.get("x-project-id")))
+        send_json(self, 200, CONFIG)
+
+
+def test_rest_catalog_sends_the_lakekeeper_auth_and_warehouse(tmp_path: Path) -> None:
+    server = serve(_IcebergConfig)
+    try:
+        url = url_of(server)
+        settings = load_settings(settings_env(tmp_path, LAKEKEEPER=url, WAREHOUSE_ID="demo", TOKEN="tok-123",
+                                              PROJECT_ID="p1"))
+        catalog = iceberg_catalog(settings)
+        assert _IcebergConfig.seen[-1] == ("/catalog/v1/config?warehouse=demo", "Bearer tok-123", "p1")
+        assert "tok-123" not in repr(catalog)
+    finally:
+        stop(server)
+    oauth = load_settings(settings_env(tmp_path, LAKEKEEPER=url, WAREHOUSE_ID="demo", OAUTH_TOKEN_URL=f"{url}/token",
+                                       OAUTH_CLIENT_ID="cid", OAUTH_CLIENT_SECRET="s3cr3t"))
+    props = rest_properties(oauth)
+    assert props["credential"] == "cid:s3cr3t" and props["oauth2-server-uri"] == f"{url}/token"
+    assert props["scope"] == "lakekeeper" and "token" not in props
+
+
+class _SlowIceberg(QuietHandler):
+    """An Iceberg REST catalog that hangs on ``/hang`` paths, answers a POST with 503 and the
+    config (after one 503 on ``/fail-once`` paths) normally; records each request."""
+
+    seen: list = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        type(self).seen.append(("GET", self.path))
+        if "/hang/" in self.path:
+            time.sleep(30)
+        first = sum(1 for m, p in type(self).seen if m == "GET" and "/fail-once/" in p) == 1
+        send_json(self, 503, {}) if first else send_json(self, 200, CONFIG)
+
+    def do_POST(self) -> None:  # noqa: N802
+        type(self).seen.append(("POST", self.path))
+        send_json(self, 503, {"error": {"message": "busy", "type": "ServiceUnavailable", "code": 503}})
+
+
+def test_rest_catalog_times_out_and_never_resends_a_write(tmp_path: Path) -> None:
+    server = serve(_SlowIceberg)
+    url = url_of(server)
+    try:
+        env = dict(WAREHOUSE_ID="demo", TOKEN="t", HTTP_TIMEOUT_S="1", HTTP_MAX_RETRIES="0")
+        started = time.monotonic()
+        with pytest.raises(CatalogUnavailable, match="did not answer: .*Read timed out"):  # urllib3's, no retry
+            iceberg_catalog(load_settings(settings_env(tmp_path, LAKEKEEPER=f"{url}/hang", **env)))
+        assert time.monotonic() - started < 10
+        catalog = iceberg_catalog(load_settings(settings_env(tmp_path, LAKEKEEPER=f"{url}/fail-once",
+                                                             **{**env, "HTTP_MAX_RETRIES": "2"})))
+        assert [m for m, p in _SlowIceberg.seen if "/fail-once/" in p] == ["GET", "GET"]  # a read: retried
+        with pytest.raises(ServiceUnavailableError, match="busy"):
+            catalog.create_namespace(("iot",))
+        assert [m for m, p in _SlowIceberg.seen if "/fail-once/" in p] == ["GET", "GET", "POST"]  # a write: once
+    finally:
+        stop(server)
+
+
+# --- lineage --------------------------------------------------------------------------------
+
+def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) -> None:
+    from lakeflow.ingest.job import IngestJob
+    from lakeflow.lineage import datasets
+    from lakeflow.lineage.spark import read_runs
+
+    env = settings_env(tmp_path / "home")
+    config = load_config(env=env)
+    handle = LocalCatalog(config.settings.home).register(("iot",), "sensor-readings")
+    raw = raw_table(handle)
+    declared = IngestJob.plan(config.settings, handle).job_parameters()
+    canonical, alias = raw_datasets(config, raw)
+    assert canonical == datasets.from_location(declared[datasets.PARAM_LOCATION])
+    assert alias == datasets.catalog_alias(declared[datasets.PARAM_CATALOG_URI], declared[datasets.PARAM_WAREHOUSE],
+                                           declared[datasets.PARAM_NAMESPACE], declared[datasets.PARAM_TABLE])
+
+    target = open_target(iceberg_catalog(config.settings), ("iot",), config.target_table, raw.location)
+    report = CompactionReport(run_id=config.run_id, source=raw.location, target=config.target_name)
+    with pytest.raises(RuntimeError, match="boom"):
+        with lineage_run(config, raw, target, report):
+            report.rows_in = 7
+            raise RuntimeError("boom")
+    (run,) = read_runs(config.settings.lineage_dir)
+    assert run.run_id == config.run_id and run.event_type == "FAIL" and "boom" in run.properties["error"]
+    assert run.inputs == (canonical,) and run.aliases[canonical] == (alias,)
+    assert run.outputs == (datasets.from_location(target.location),)
+    assert report.status == "failed"
+
+
+# --- configuration, launcher --------------------------------------------------------------
+
+def test_config_defaults_and_errors_name_the_variable(tmp_path: Path) -> None:
+    c = load_config(env=settings_env(tmp_path))
+    assert (c.target_table, c.target_file_bytes, c.delete_source) == ("sensor-readings-compacted", 128 << 20, False)
+    assert (c.delete_min_age_s, c.lease_ttl_s) == (15 * 60, 60)
+    c = load_config(CompactOptions(target_file_mb=8, delete_source=True, report=Path("r.json")),
+                    settings_env(tmp_path, COMPACT_TABLE="readings_ice"))
+    assert (c.target_table, c.target_file_bytes, c.delete_source) == ("readings_ice", 8 << 20, True)
+    with pytest.raises(SettingsError) as err:
+        load_config(env=settings_env(tmp_path, COMPACT_TARGET_FILE_MB="big", COMPACT_TABLE="sensor-readings",
+                                     LAKEFLOW_COMPACT_CRASH_AT="never"))
+    text = str(err.value)
+    assert "COMPACT_TARGET_FILE_MB='big'" in text and "COMPACT_TABLE='sensor-readings'" in text
+    assert "LAKEFLOW_COMPACT_CRASH_AT='never'" in text and CRASH_POINTS[0] in text
+
+
+def test_launcher_puts_no_secret_on_the_command_line(tmp_path: Path) -> None:
+    import argparse
+    import shlex
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    register_compact(sub)
+    args = parser.parse_args(["compact", "--delete-source", "--target-file-mb", "64", "--report", "r.json",
+                              "--engine", "spark", "--spark-conf", "spark.sql.shuffle.partitions=4"])
+    options = launch.spark_options(args.master, args.spark_conf)
+    job = [str(launch.JOB), "--target-file-mb", "64", "--engine", "spark", "--delete-source", "--report",
+           str(Path("r.json").resolve())]
+    cmd = launch.submit_command(job_argv(options_of(args)), options)
+    assert cmd[0].endswith("pyspark/bin/spark-submit") and cmd[1:3] == ["--master", "local[2]"]
+    assert cmd[-len(job):] == job
+    assert "spark.sql.shuffle.partitions=4" in cmd and "spark.ui.enabled=false" in cmd
+    env = launch.submit_env({"TOKEN": "tok-123", "PATH": "/usr/bin"}, options)
+    assert env["TOKEN"] == "tok-123" and not any("tok-123" in part for part in cmd)
+    assert env["SPARK_HOME"].endswith("pyspark") and env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert shlex.split(env["PYSPARK_SUBMIT_ARGS"]) == [*options, "pyspark-shell"]
+
+
+def test_report_summary(tmp_path: Path) -> None:
+    r = CompactionReport(run_id="r1", source="file:///raw", target="iot.t", files_in=12, files_compacted=10,
+               files_quarantined=2, files_out=2, rows_in=100, rows_out=90, rows_quarantined=4,
+               duplicates_dropped=6, quarantined=[{"file": "x.json", "reason": EMPTY}])
+    r.finish()
+    assert r.small_file_reduction == 5.0 and r.rows_in == r.rows_out + r.rows_quarantined + r.duplicates_dropped
+    text = "\n".join(r.summary_lines())
+    assert "small-file reduction 5.0×" in text and "x.json: empty file" in text
+    r.write_json(tmp_path / "r.json")
+    assert json.loads((tmp_path / "r.json").read_text())["small_file_reduction"] == 5.0
+
+
+def test_spark_tuning_for_many_small_files() -> None:
+    from lakeflow.compaction.spark.session import table_options, tuning
+
+    assert tuning(2, local_raw=True) == {"spark.sql.shuffle.partitions": "4",
+                                         "spark.sql.files.openCostInBytes": "131072"}
+    assert tuning(64, local_raw=False) == {"spark.sql.shuffle.partitions": "128"}
+    assert table_options(None) == {}
+
+
+# --- auto: which engine a batch gets -------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["v2", "v1"])
+def test_auto_gives_arrow_what_fits_in_half_the_memory_left_under_the_containers_limit(
+        layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakeflow.compaction.engine import ARROW_PEAK_PER_RAW_BYTE, arrow_max_bytes, choose
+    from lakeflow.runtime import memory
+
+    group = tmp_path / ("memory/pod-1" if layout == "v1" else "pod-1")
+    group.mkdir(parents=True)
+    limit, usage = ("memory.limit_in_bytes", "memory.usage_in_bytes") if layout == "v1" else ("memory.max",
+                                                                                              "memory.current")
+    (group / limit).write_text(f"{4 << 30}\n")
+    (group / usage).write_text(f"{1 << 30}\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:memory:/pod-1\n1:cpu:/\n" if layout == "v1" else "0::/pod-1\n")
+    monkeypatch.setattr(memory, "CGROUP", tmp_path)
+    monkeypatch.setattr(memory, "PROC_CGROUP", proc)
+    assert memory.total_bytes() == min(4 << 30, memory.os.sysconf("SC_PAGE_SIZE") * memory.os.sysconf("SC_PHYS_PAGES"))
+    assert memory.available_bytes() <= 3 << 30                      # 4 GiB limit, 1 GiB used
+    fits = arrow_max_bytes(None)
+    assert fits == int(memory.available_bytes() / 2 / ARROW_PEAK_PER_RAW_BYTE) > 0
+    assert (choose("auto", fits, fits), choose("auto", fits + 1, fits)) == ("arrow", "spark")
+    assert arrow_max_bytes(5 << 20) == 5 << 20                      # COMPACT_ARROW_MAX_MB wins
+    assert choose("spark", 1, fits) == "spark" and choose("arrow", 10 * fits, fits) == "arrow"
+    (group / limit).write_text("max\n" if layout == "v2" else f"{2**63 - 4096}\n")  # no limit: the machine's
+    assert memory.total_bytes() == memory.os.sysconf("SC_PAGE_SIZE") * memory.os.sysconf("SC_PHYS_PAGES")
+
+
+def test_compact_arrow_max_mb_unset_means_by_memory_and_set_is_a_number_of_mib(tmp_path: Path) -> None:
+    assert load_config(env=settings_env(tmp_path)).arrow_max_bytes is None
+    assert load_config(env=settings_env(tmp_path, COMPACT_ARROW_MAX_MB="64")).arrow_max_bytes == 64 << 20
+    with pytest.raises(SettingsError, match="COMPACT_ARROW_MAX_MB"):
+        load_config(env=settings_env(tmp_path, COMPACT_ARROW_MAX_MB="0"))
