@@ -169,7 +169,7 @@ $(BENCH_DH_VENV)/bin/datahub:
 	$(BENCH_DH_VENV)/bin/pip install -q --disable-pip-version-check 'acryl-datahub[flink]==$(DATAHUB_VERSION)'
 	$(BENCH_DH_VENV)/bin/python -c 'import datahub.ingestion.source.flink.source'  # the flink source exists
 
-bench-harvest: install $(BENCH_DH_VENV)/bin/datahub  ## lakeflow harvest vs DataHub's flink source: wall time on 25 jobs, lineage edges compared
+bench-harvest: install $(BENCH_DH_VENV)/bin/datahub  ## lakeflow harvest vs DataHub's flink source on 1,000 replayed jobs: wall and CPU time, lineage edges compared
 	$(PY) bench/bench_harvest.py --datahub-venv $(BENCH_DH_VENV) $(ARGS)
 
 # --- long-running safety (docs/operations.md) --------------------------------------------------

@@ -55,8 +55,9 @@ def test_connection_refused_is_a_clear_error():
 @pytest.mark.parametrize("answer, message", [
     (Answer(200, b"<html>proxy login</html>"), "answer is not JSON"),
     (Answer(200, {"no": "jobs"}), None),
-    (Answer(200, {"jobs": [{"jid": "x"}]}), "field 'name' missing"),
-    (Answer(200, {"jobs": "nope"}), "field 'jobs' should be a list"),
+    (Answer(200, {"jobs": [{"jid": "x"}]}), r"/v1/jobs/overview: field 'jobs.0.name' missing \(and 1 more\)$"),
+    (Answer(200, {"jobs": "nope"}), r"/v1/jobs/overview: field 'jobs': Input should be a valid list \(got str\)$"),
+    (Answer(200, ["jobs"]), r"/v1/jobs/overview: the answer: Input should be a valid dictionary .* \(got list\)$"),
     (Answer(200, json.dumps({"jobs": [{"jid": "a", "name": "n", "state": "RUNNING"}] * 50}).encode(), truncate=True),
      "reading the answer failed|not JSON"),
 ])
@@ -128,3 +129,32 @@ def test_a_trickling_answer_fails_at_the_overall_deadline(flink_rest_stub):
     with pytest.raises(FlinkRestError, match=r"GET http://.*/v1/config: answer not complete within its deadline"):
         c.cluster_config()
     assert time.monotonic() - t0 < 2.5
+
+
+@pytest.fixture
+def proxy_environment(monkeypatch):
+    """A clean proxy environment to set: urllib reads either case of each variable."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    return monkeypatch
+
+
+def test_the_environments_proxy_carries_the_requests(flink_rest_stub, proxy_environment):
+    proxy_environment.setenv("http_proxy", flink_rest_stub.url)  # the stub, as a proxy, sees absolute URLs
+    c = FlinkRestClient(Connection("http://flink.example:8081", max_retries=0))
+    with pytest.raises(FlinkRestError, match=r"HTTP 404"):
+        c.cluster_config()
+    with pytest.raises(FlinkRestError, match=r"HTTP 404"):
+        c.jobs()
+    assert [p for p, _ in flink_rest_stub.requests] == ["http://flink.example:8081/v1/config",
+                                                        "http://flink.example:8081/v1/jobs/overview"]
+
+
+def test_no_proxy_sends_the_requests_straight_to_the_jobmanager(flink_rest_stub, proxy_environment):
+    from tests.support.fixtures_servers import free_port
+
+    proxy_environment.setenv("http_proxy", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    proxy_environment.setenv("no_proxy", "127.0.0.1")
+    flink_rest_stub.route("/config", Answer(200, CONFIG))
+    assert client(flink_rest_stub, max_retries=0).cluster_config().flink_version == "2.3.0"
