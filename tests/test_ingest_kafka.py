@@ -26,6 +26,7 @@ from lakeflow.ingest.kafka import DEAD_LETTERS, KafkaInput, dead_letter_location
 from lakeflow.readings import FIELDS, is_committed_part
 from lakeflow.settings import SettingsError, load_settings
 from tests.kafka_broker import KafkaBroker
+from tests.lineage_page import page_nodes
 from tests.sink_layout import assert_sink_path, files_under
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,38 +38,25 @@ KAFKA = {"SOURCE": "kafka", "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092", "KAFKA_
 # --- settings (fast) ------------------------------------------------------------------------------
 
 
-def test_kafka_settings_defaults_map_to_the_connector_options() -> None:
+def test_kafka_settings_defaults_map_to_the_source() -> None:
     source = KafkaInput.from_settings(load_settings(KAFKA, env_file=Path(os.devnull)))
     assert source is not None
     assert source.namespace == "kafka://127.0.0.1:9092"
-    assert source.connector_options() == {
-        "connector": "kafka",
-        "topic": "readings",
-        "properties.bootstrap.servers": "127.0.0.1:9092",
-        "properties.group.id": "lakeflow-ingest",
-        "properties.commit.offsets.on.checkpoint": "true",
-        "scan.startup.mode": "group-offsets",
-        "properties.auto.offset.reset": "earliest",
-        "format": "raw",
-        "properties.security.protocol": "PLAINTEXT",
-    }
+    assert (source.bootstrap_servers, source.topic, source.group_id) == ("127.0.0.1:9092", "readings", "lakeflow-ingest")
+    assert (source.starting_offsets, source.offset_reset, source.stop_at_latest) == ("committed", "earliest", False)
+    assert source.client_properties() == {"security.protocol": "PLAINTEXT"}
     assert KafkaInput.from_settings(load_settings({}, env_file=Path(os.devnull))) is None  # synthetic by default
 
 
-@pytest.mark.parametrize(("env", "options"), [
-    ({"KAFKA_STARTING_OFFSETS": "earliest", "KAFKA_STOP_AT": "latest"},
-     {"scan.startup.mode": "earliest-offset", "scan.bounded.mode": "latest-offset"}),
-    ({"KAFKA_STARTING_OFFSETS": "latest"}, {"scan.startup.mode": "latest-offset"}),
-    ({"KAFKA_OFFSET_RESET": "latest"}, {"scan.startup.mode": "group-offsets", "properties.auto.offset.reset": "latest"}),
+@pytest.mark.parametrize(("env", "offsets"), [
+    ({"KAFKA_STARTING_OFFSETS": "earliest", "KAFKA_STOP_AT": "latest"}, ("earliest", "earliest", True)),
+    ({"KAFKA_STARTING_OFFSETS": "latest"}, ("latest", "earliest", False)),
+    ({"KAFKA_OFFSET_RESET": "latest"}, ("committed", "latest", False)),
 ])
-def test_starting_and_stopping_offsets(env: dict[str, str], options: dict[str, str]) -> None:
+def test_starting_and_stopping_offsets(env: dict[str, str], offsets: tuple[str, str, bool]) -> None:
     source = KafkaInput.from_settings(load_settings({**KAFKA, **env}, env_file=Path(os.devnull)))
     assert source is not None
-    got = source.connector_options()
-    assert {k: got.get(k) for k in options} == options
-    if env.get("KAFKA_STARTING_OFFSETS") in ("earliest", "latest"):
-        assert "properties.auto.offset.reset" not in got
-    assert ("scan.bounded.mode" in got) == ("KAFKA_STOP_AT" in env)
+    assert (source.starting_offsets, source.offset_reset, source.stop_at_latest) == offsets
 
 
 def test_sasl_ssl_password_reaches_only_the_connector(tmp_path: Path) -> None:
@@ -79,13 +67,13 @@ def test_sasl_ssl_password_reaches_only_the_connector(tmp_path: Path) -> None:
     settings = load_settings(env, env_file=Path(os.devnull))
     source = KafkaInput.from_settings(settings)
     assert source is not None
-    options = source.connector_options()
-    assert options["properties.sasl.jaas.config"] == (
+    options = source.client_properties()
+    assert options["sasl.jaas.config"] == (
         "org.apache.flink.kafka.shaded.org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="ingest\\"er" password="{PASSWORD}";')
-    assert options["properties.sasl.mechanism"] == "SCRAM-SHA-512"
-    assert options["properties.ssl.truststore.location"] == str(store)
-    assert options["properties.ssl.truststore.password"] == "store-pw-123"
+    assert options["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert options["ssl.truststore.location"] == str(store)
+    assert options["ssl.truststore.password"] == "store-pw-123"
     for shown in (repr(source), str(source), repr(settings), str(settings.describe())):
         assert PASSWORD not in shown and "store-pw-123" not in shown
 
@@ -330,9 +318,8 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
     events + the compaction's): kafka://host:port/topic → ingestion job → raw table → compaction →
     Iceberg table, the topic declared by the job.
 
-    Flink's native lineage names the raw table, but not the topic: for a source made by the Kafka
-    SQL connector (5.0.0-2.2) Flink 2.3 reports the table (no namespace, the table's identifier
-    as the name) — measured here; the harvest keeps the declared topic and drops that name."""
+    Flink's native lineage names both ends as the harvest does: the topic (Flink's ``KafkaSource``,
+    ``kafka://host:port`` + topic) and the raw table (``LineageFileSink``)."""
     from lakeflow.cli import main
     from lakeflow.lineage import native
     from lakeflow.lineage.datasets import DatasetId, from_location
@@ -363,8 +350,7 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
         time.sleep(0.2)
     (start,) = starts
     assert [DatasetId(d["namespace"], d["name"]) for d in start["outputs"]] == [raw]
-    assert [(d["namespace"], d["name"]) for d in start["inputs"]] == [
-        ("", "default_catalog.default_database.kafka_messages")]
+    assert [DatasetId(d["namespace"], d["name"]) for d in start["inputs"]] == [kafka_topic]
 
     out = home / "harvest.json"
     assert main(["harvest", "--rest-url", flink_cluster.rest_url, "--output", str(out), "--job-name-allow",
@@ -375,9 +361,40 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
     (job,) = [j for j in doc["jobs"] if j["engine"] == "flink" and raw in j["outputs"]]
     assert (job["state"], job["inputs"], sorted(job["outputs"])) == ("FINISHED", [kafka_topic], sorted([raw, dead]))
     assert job["evidence"][kafka_topic] == "declared" and not job["unresolved"]
-    assert not [d for d in doc["datasets"] if "kafka_messages" in d["name"]]
     (spark,) = [j for j in doc["jobs"] if j["engine"] == "spark"]
     (iceberg,) = spark["outputs"]
+    flink_key, compaction_key = f"flink:{job['name']}", f"{spark['engine']}:{spark['name']}"
     edges = {tuple(e) for e in doc["edges"]}
-    assert {(f"dataset:{kafka_topic}", f"flink:{job['name']}"), (f"flink:{job['name']}", f"dataset:{raw}"),
-            (f"dataset:{raw}", f"spark:{spark['name']}"), (f"spark:{spark['name']}", f"dataset:{iceberg}")} <= edges
+    assert {(f"dataset:{kafka_topic}", flink_key), (flink_key, f"dataset:{raw}"),
+            (f"dataset:{raw}", compaction_key), (compaction_key, f"dataset:{iceberg}")} <= edges
+    (topic_doc,) = [d for d in doc["datasets"] if d["name"] == kafka_topic]
+    assert (topic_doc["namespace"], topic_doc["path"]) == (f"kafka://{kafka_broker.bootstrap}", topic)
+    # one name per dataset across the chain: the compaction reads the raw table the Flink job wrote
+    compaction_inputs = {DatasetId(d["namespace"], d["name"]) for e in read_events(store)
+                         if e["job"]["namespace"] != JOB_NAMESPACE for d in e.get("inputs") or ()}
+    assert compaction_inputs == {from_location(ingest.table_dir.as_uri())}
+    assert spark["inputs"] == [raw]
+
+    # DataHub: the Flink job reads the topic's URN and writes the raw table's, which the compaction reads
+    mcps_out = home / "mcps.json"
+    assert main(["harvest", "--rest-url", flink_cluster.rest_url, "--format", "datahub", "--output", str(mcps_out),
+                 "--job-name-allow", "^lakeflow-ingest ", "--lineage-dir", str(store)]) == 0
+    mcps = json.loads(mcps_out.read_text())
+    io = {m["entityUrn"]: json.loads(m["aspect"]["value"]) for m in mcps if m["aspectName"] == "dataJobInputOutput"}
+    topic_urn = f"urn:li:dataset:(urn:li:dataPlatform:kafka,{topic},PROD)"
+    raw_urn = from_location(ingest.table_dir.as_uri()).datahub_urn()
+    (flink_io,) = [v for urn, v in io.items() if topic_urn in v["inputDatasets"]]
+    assert flink_io["inputDatasets"] == [topic_urn] and raw_urn in flink_io["outputDatasets"]
+    (compaction_io,) = [v for urn, v in io.items() if raw_urn in v["inputDatasets"]]
+    assert len(compaction_io["outputDatasets"]) == 1 and "iceberg" in compaction_io["outputDatasets"][0].lower()
+    assert {m["entityUrn"] for m in mcps if m["aspectName"] == "datasetKey"} >= {topic_urn, raw_urn}
+
+    # the lineage page: its node details hold the same chain
+    page = home / "lineage.html"
+    assert main(["harvest", "--rest-url", flink_cluster.rest_url, "--format", "html", "--output", str(page),
+                 "--job-name-allow", "^lakeflow-ingest ", "--lineage-dir", str(store)]) == 0
+    nodes = page_nodes(page.read_text())
+    assert nodes[kafka_topic]["Read by"] == [flink_key]
+    assert (nodes[raw]["Written by"], nodes[raw]["Read by"]) == ([flink_key], [compaction_key])
+    assert nodes[iceberg]["Written by"] == [compaction_key]
+
