@@ -257,8 +257,7 @@ def test_the_harvest_resolves_the_declared_topic_and_both_sinks(tmp_path: Path) 
                                                     env_file=Path(os.devnull)))
     job = IngestJob(TableIdent("local", ("iot",), "sensor-readings"), location, "local", tmp_path.as_uri(), "r1",
                     5, -1, 10, 1000, tmp_path, kafka=source)
-    plan = [PlanNode("v1", "Source: KafkaSource-default_catalog.default_database.kafka_messages<br/>"
-                           "ValidateReadings", 2, ()),
+    plan = [PlanNode("v1", "Source: KafkaSource-readings<br/>ValidateReadings", 2, ()),
             PlanNode("v2", f"{job.sink_name}: Writer", 2, ("v1",)),
             PlanNode("v3", f"LakeflowSink[{dead_letter_location(location)}]: Writer", 2, ("v1",))]
     resolved = Resolver(from_mapping({"connection": {"rest_api_url": "http://x"}})).resolve(
