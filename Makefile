@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 JAR := build/lakeflow-flink.jar
 PACKAGE_ZIP := build/lakeflow.zip
 JAVA_SRC := $(shell find java -name '*.java' 2>/dev/null)
+KAFKA_CONNECTOR_DIR := build/jars/flink-sql-connector-kafka-5.0.0-2.2
 PYFLINK_DIR = $(shell $(PY) -c 'import pyflink, os; print(os.path.dirname(pyflink.__file__))')
 
 export PATH := $(abspath $(VENV))/bin:$(PATH)
@@ -28,9 +29,12 @@ $(STAMP):
 
 install: $(STAMP) $(if $(JAVA_SRC),$(JAR))  ## create .venv and install lakeflow with its test extras
 
+# KafkaMessages is compiled against Flink's Kafka connector (fetched once, checksums verified);
+# only a job with SOURCE=kafka loads it, with the connector beside it.
 $(JAR): $(STAMP) $(JAVA_SRC)
 	@mkdir -p build/classes
-	javac -nowarn --release 11 -d build/classes -cp '$(PYFLINK_DIR)/lib/*:$(PYFLINK_DIR)/opt/*' $(JAVA_SRC)
+	$(PY) -m lakeflow.runtime.jars kafka-connector
+	javac -nowarn --release 11 -d build/classes -cp '$(PYFLINK_DIR)/lib/*:$(PYFLINK_DIR)/opt/*:$(KAFKA_CONNECTOR_DIR)/*' $(JAVA_SRC)
 	jar cf $@ -C build/classes .
 
 jar: $(JAR)  ## build the Flink JSON-array bulk writer jar
@@ -63,8 +67,8 @@ test-fast: install  ## the unit tests (tests/unit/): no JVM, no subprocess (test
 clean:  ## remove build output (keeps .venv and .lakeflow)
 	rm -rf build dist *.egg-info
 
-demo: install $(JAR) $(PACKAGE_ZIP)  ## the whole chain, bounded, in one command: Flink cluster, flink run, compact, harvest, query (lakeflow demo; state in $LAKEFLOW_HOME/demo)
-	$(VENV)/bin/lakeflow demo $(ARGS)
+demo: install $(JAR) $(PACKAGE_ZIP)  ## the whole chain, bounded, in one command: Flink cluster, flink run, compact, harvest, query (lakeflow demo; state in $LAKEFLOW_HOME/demo); SOURCE=kafka: from a local Kafka broker's topic
+	$(VENV)/bin/lakeflow demo $(if $(SOURCE),--source $(SOURCE)) $(ARGS)
 
 cluster-up: install  ## start a local standalone Flink cluster able to write the table, native lineage on (lakeflow flink up; REST on localhost:$FLINK_REST_PORT, default 8081; + SQL Gateway on 127.0.0.1:$FLINK_SQL_GATEWAY_PORT if set)
 	$(VENV)/bin/lakeflow flink up $(ARGS)
@@ -88,7 +92,7 @@ package: $(JAR) $(PACKAGE_ZIP)  ## build what `flink run` needs (jar + zipped la
 	@echo "      then make compact and make harvest (while the cluster runs)"
 
 # --- S3 jars (docs/s3.md): Maven resolves them from Maven Central ($MAVEN_REPO), checksums verified ---
-.PHONY: s3-jars sql-gateway-jar connector-jars
+.PHONY: s3-jars sql-gateway-jar connector-jars kafka-broker
 
 s3-jars: install  ## fetch the S3 jars (Flink plugin + hadoop-aws/AWS SDK v2 for Spark) into build/jars/; installs the Flink plugin
 	$(VENV)/bin/lakeflow jars flink spark
@@ -98,6 +102,9 @@ sql-gateway-jar: install  ## flink-sql-gateway of the wheel's Flink version into
 
 connector-jars: install  ## Flink's Kafka and JDBC (PostgreSQL) connectors into build/jars/ (the lineage tests' cluster has them in lib/)
 	$(VENV)/bin/lakeflow jars kafka-connector jdbc-connector
+
+kafka-broker: install  ## Apache Kafka's jars into build/jars/ (the local broker of make demo SOURCE=kafka, the tests, the benchmarks)
+	$(VENV)/bin/lakeflow jars kafka-broker
 
 flink-plugins: install  ## flink-s3-fs-hadoop of the wheel's Flink version into its plugins/s3-fs-hadoop/ (cached in build/jars/)
 	$(VENV)/bin/lakeflow jars flink

@@ -9,23 +9,30 @@ It runs the documented commands, in order, as a user would:
 4. ``lakeflow harvest --format html``: jobs, runs and lineage of both into one page;
 5. ``lakeflow query``: readings per sensor in the Iceberg table;
 
-then says where everything is. Its state lives in ``$LAKEFLOW_HOME/demo`` (emptied first); its
+then says where everything is. With ``--source kafka`` (``make demo SOURCE=kafka``) two steps come
+first: a local Kafka broker (:mod:`lakeflow.runtime.kafka`, free ports, data under ``kafka/``) and a
+producer writing the synthetic readings to its topic ``sensor-readings``; the job then reads that
+topic (``SOURCE=kafka``, bounded by ``KAFKA_STOP_AT=latest``) and the page shows the chain
+topic → raw table → Iceberg table. The broker is stopped with the cluster. Its state lives in ``$LAKEFLOW_HOME/demo`` (emptied first); its
 settings are its own (no other variable of ``.env.local`` or the environment applies: no
-Lakekeeper, no secret); its cluster listens on free ports (never those of ``make cluster-up``) and is
-stopped at the end, on a failure, on Ctrl+C and on SIGTERM. Each step's output is in ``logs/``.
+Lakekeeper, no secret); its cluster (and broker) listen on free ports (never those of ``make cluster-up``) and
+are stopped at the end, on a failure, on Ctrl+C and on SIGTERM. Each step's output is in ``logs/``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import random
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -39,6 +46,8 @@ BATCH_SIZE = 250  # readings per batch …
 BATCH_INTERVAL_MS = 500  # … every half second (= checkpoint = part file): 2,000 readings in ~4 s
 STEP_TIMEOUT_S = 600.0
 PAGE = "lineage.html"
+SOURCES = ("synthetic", "kafka")
+TOPIC = "sensor-readings"  # the topic of --source kafka
 
 
 class DemoFailed(LakeflowError, RuntimeError):
@@ -56,11 +65,27 @@ class DemoRun:
     query_output: str
     page: Path
     seconds: float
+    topic: Topic | None = None
 
 
-def run(home: Path, lakeflow_variables: Iterable[str], records: int = RECORDS) -> DemoRun | None:
+@dataclass
+class Steps:
+    """The demo's numbered steps ``[n/total]``."""
+
+    total: int
+    done: int = 0
+
+    def next(self, what: str) -> int:
+        self.done += 1
+        print(f"[{self.done}/{self.total}] {what} …", flush=True)
+        return self.done
+
+
+def run(
+    home: Path, lakeflow_variables: Iterable[str], records: int = RECORDS, source: str = "synthetic"
+) -> DemoRun | None:
     """The demo in ``home`` (emptied first), none of ``lakeflow_variables`` of the caller's environment
-    applying; None when interrupted."""
+    applying; reading from a local Kafka topic with ``source="kafka"``; None when interrupted."""
     from lakeflow.runtime.flink_cluster import FlinkCluster
     from lakeflow.secret import is_secret_key
 
@@ -73,37 +98,45 @@ def run(home: Path, lakeflow_variables: Iterable[str], records: int = RECORDS) -
     env = environment(home, records, jar, set(lakeflow_variables))
     rest_port, rpc_port = free_ports(2)
     rest_url = f"http://localhost:{rest_port}"
+    steps = Steps(7 if source == "kafka" else 5)
+    topic: Topic | None = None
     previous = signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     try:
-        step(
-            1,
-            "start a local standalone Flink cluster",
-            env,
-            home,
-            lakeflow("flink", "up", "--rest-port", str(rest_port), "--rpc-port", str(rpc_port)),
-        )
-        from lakeflow.ingest.submit import flink_run_command
+        with contextlib.ExitStack() as broker:
+            if source == "kafka":
+                topic = broker.enter_context(kafka_topic(home, records, steps))
+                env.update(kafka_environment(topic))
+            step(
+                steps,
+                "start a local standalone Flink cluster",
+                env,
+                home,
+                lakeflow("flink", "up", "--rest-port", str(rest_port), "--rpc-port", str(rpc_port)),
+            )
+            from lakeflow.ingest.submit import flink_run_command
 
-        wrote = step(
-            2,
-            f"flink run the packaged ingestion job ({records:,} readings)",
-            env,
-            home,
-            flink_run_command(),
-            shown="the `flink run` command of `make package`",
-        )
-        step(3, "compact the part files into the Iceberg table", env, home, lakeflow("compact"))
+            wrote = step(
+                steps,
+                f"flink run the packaged ingestion job ({records:,} readings{' from the topic' if topic else ''})",
+                env,
+                home,
+                flink_run_command(),
+                shown="the `flink run` command of `make package`",
+            )
+        step(steps, "compact the part files into the Iceberg table", env, home, lakeflow("compact"))
         step(
-            4,
+            steps,
             "harvest jobs, runs and lineage into one page",
             env,
             home,
             lakeflow("harvest", "--rest-url", rest_url, "--format", "html", "--output", str(page)),
         )
-        result = step(5, "query the Iceberg table (readings per sensor)", env, home, lakeflow("query"))
+        result = step(steps, "query the Iceberg table (readings per sensor)", env, home, lakeflow("query"))
     except KeyboardInterrupt:
-        print("\ninterrupted: stopping the demo's Flink cluster", file=sys.stderr)
+        print(
+            f"\ninterrupted: stopping the demo's Flink cluster{' and Kafka broker' if topic else ''}", file=sys.stderr
+        )
         return None
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not leave the cluster running
@@ -112,7 +145,58 @@ def run(home: Path, lakeflow_variables: Iterable[str], records: int = RECORDS) -
         finally:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, previous)
-    return DemoRun(home, wrote, result, page, time.monotonic() - started)
+    return DemoRun(home, wrote, result, page, time.monotonic() - started, topic)
+
+
+@dataclass(frozen=True)
+class Topic:
+    """The demo's topic on its broker, named as OpenLineage names a Kafka dataset."""
+
+    bootstrap: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"kafka://{self.bootstrap}/{self.name}"
+
+
+@contextlib.contextmanager
+def kafka_topic(home: Path, records: int, steps: Steps) -> Iterator[Topic]:
+    """Two steps: a local Kafka broker (data and log under ``home/kafka``) with the topic, then
+    ``records`` synthetic readings produced to it; the broker is stopped at the end."""
+    from lakeflow.runtime.kafka import KafkaUnavailable, run_kafka
+
+    steps.next("start a local Kafka broker")
+    t0 = time.monotonic()
+    try:
+        with run_kafka(home / "kafka", *free_ports(2)) as broker:
+            broker.create_topic(TOPIC, partitions=2)
+            print(f"      broker {broker.bootstrap}, topic {TOPIC} (log {broker.log})", flush=True)
+            print(f"      done in {time.monotonic() - t0:.1f} s", flush=True)
+            steps.next(f"produce {records:,} synthetic readings to the topic")
+            t0 = time.monotonic()
+            broker.produce(TOPIC, synthetic_readings(records), timeout=STEP_TIMEOUT_S)
+            print(f"      done in {time.monotonic() - t0:.1f} s", flush=True)
+            yield Topic(broker.bootstrap, TOPIC)
+    except KafkaUnavailable as exc:
+        raise DemoFailed(f"the Kafka broker: {exc}") from None
+
+
+def synthetic_readings(records: int) -> list[str]:
+    """``records`` readings of :data:`SENSORS` sensors as JSON, one run id, a millisecond apart."""
+    from lakeflow.ingest.sensors import reading
+
+    run_id, now, rng = str(uuid.uuid4()), int(time.time() * 1000), random.Random()
+    return [json.dumps(reading(seq, SENSORS, run_id, now + seq, rng)) for seq in range(records)]
+
+
+def kafka_environment(topic: Topic) -> dict[str, str]:
+    """The job's Kafka settings: the demo's topic, read up to the offsets present at its start."""
+    return {
+        "SOURCE": "kafka",
+        "KAFKA_BOOTSTRAP_SERVERS": topic.bootstrap,
+        "KAFKA_TOPIC": topic.name,
+        "KAFKA_STOP_AT": "latest",
+    }
 
 
 def prerequisites() -> Path:
@@ -154,10 +238,10 @@ def lakeflow(*args: str) -> list[str]:
 
 
 def step(
-    number: int, what: str, env: dict[str, str], home: Path, command: Sequence[str], shown: str | None = None
+    steps: Steps, what: str, env: dict[str, str], home: Path, command: Sequence[str], shown: str | None = None
 ) -> str:
-    """Run one step's command (output into ``logs/``), print how long it took; return its stdout."""
-    print(f"[{number}/5] {what} …", flush=True)
+    """Run the next step's command (output into ``logs/``), print how long it took; return its stdout."""
+    number = steps.next(what)
     shown = shown or shlex.join(["lakeflow", *command[3:]] if command[:3] == lakeflow() else command)
     print(f"      $ {shown}", flush=True)
     log = home / "logs" / f"{number}-{what.split()[0]}.log"

@@ -10,7 +10,7 @@ import sys
 
 from lakeflow.cli.main import EXIT_INTERRUPTED
 from lakeflow.cli.output import shown
-from lakeflow.demo import RECORDS, DemoRun
+from lakeflow.demo import RECORDS, SOURCES, TOPIC, DemoRun
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,9 +23,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "part files into the Iceberg table, harvest the lineage into one HTML page and query the "
         "table; then print where everything is. State in $LAKEFLOW_HOME/demo (emptied first); "
         "no other setting of .env.local or the environment applies. The cluster is "
-        "stopped at the end and on Ctrl+C. Needs `make package` (make demo runs it).",
+        "stopped at the end and on Ctrl+C. Needs `make package` (make demo runs it). With --source kafka, "
+        "a local Kafka broker (Kafka's jars from Maven Central, checksums verified, cached in build/jars/) and "
+        "a producer of the synthetic readings start first; the job reads the topic.",
     )
     p.add_argument("--records", type=int, default=RECORDS, help=f"readings to stream (default {RECORDS:,})")
+    p.add_argument(
+        "--source",
+        choices=SOURCES,
+        default="synthetic",
+        help="synthetic: the job generates the readings; kafka: a local broker and a producer of the readings "
+        f"start first, the job reads their topic {TOPIC!r} (default synthetic)",
+    )
     p.set_defaults(handler=_demo)
 
 
@@ -41,7 +50,7 @@ def _demo(args: argparse.Namespace) -> int:
     home = load_settings(local=True).home / "demo"
     lakeflow_variables = {name for model in sections() for name in variables(model)}
     try:
-        done = run(home, lakeflow_variables, args.records)
+        done = run(home, lakeflow_variables, args.records, args.source)
     except DemoFailed as exc:
         print(f"lakeflow demo: {exc}", file=sys.stderr)
         return 1
@@ -52,7 +61,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def report(done: DemoRun) -> None:
-    """Where the raw files, the Iceberg table, the lineage store and the page are; the query result."""
+    """Where the topic, the raw files, the Iceberg table, the lineage store and the page are; the query result."""
     home, ingest_output, query_output, page, seconds = (
         done.home,
         done.ingest_output,
@@ -64,7 +73,10 @@ def report(done: DemoRun) -> None:
     tables = sorted({p.parent.parent for p in (home / "iceberg").glob("**/metadata/*.metadata.json")})
     rel = os.path.relpath(home)
     rel = str(home.resolve()) if rel.startswith("..") else rel
-    print(f"\nDone in {seconds:.0f} s; the Flink cluster is stopped. Everything is under {rel}:")
+    stopped = "the Flink cluster and the Kafka broker are" if done.topic else "the Flink cluster is"
+    print(f"\nDone in {seconds:.0f} s; {stopped} stopped. Everything is under {rel}:")
+    if done.topic:
+        print(f"  Kafka topic      {done.topic} (the broker's data: {home / 'kafka'})")
     print(f"  raw part files   {raw}")
     print(
         f"  Iceberg table    {', '.join(str(t) for t in tables) or home / 'iceberg'} (embedded catalog "

@@ -1,8 +1,9 @@
 """The Kafka source of the ingestion job: readings as JSON messages on a topic.
 
-Flink's own Kafka connector (``flink-sql-connector-kafka``, the ``kafka-connector`` jar set of
-:mod:`lakeflow.runtime.jars`) reads the topic as a table of ``(topic, partition, offset, payload)`` — its
-``KafkaSource`` commits the group's offsets on every checkpoint — and ``KafkaReadings`` (java/)
+Flink's own ``KafkaSource`` (``flink-sql-connector-kafka``, the ``kafka-connector`` jar set of
+:mod:`lakeflow.runtime.jars`) reads the topic as ``(topic, partition, offset, payload)`` rows
+(``KafkaMessages``, java/), commits the group's offsets on every checkpoint and names the topic to
+Flink's native lineage (``kafka://<first server>`` + the topic); ``KafkaReadings`` (java/)
 validates each message on the JVM: readings go on to the table's part files, every other message
 to the dead letters (:data:`DEAD_LETTERS`) with its reason, topic, partition, offset and payload.
 """
@@ -25,7 +26,6 @@ LOGIN_MODULES = {
     "SCRAM-SHA-256": f"{SHADED}.scram.ScramLoginModule",
     "SCRAM-SHA-512": f"{SHADED}.scram.ScramLoginModule",
 }
-STARTUP_MODES = {"committed": "group-offsets", "earliest": "earliest-offset", "latest": "latest-offset"}
 
 
 @dataclass(frozen=True)
@@ -77,26 +77,10 @@ class KafkaInput:
         """OpenLineage's dataset namespace for the topic: ``kafka://<first bootstrap server>``."""
         return f"kafka://{self.bootstrap_servers.split(',')[0]}"
 
-    def connector_options(self) -> dict[str, str]:
-        """The ``kafka`` table's options (Flink's Kafka SQL connector, ``raw`` format): secrets
-        revealed, so hand them to Flink only (it masks ``password`` and ``jaas.config`` options in
-        its messages) — never log them."""
-        options = {
-            "connector": "kafka",
-            "topic": self.topic,
-            "properties.bootstrap.servers": self.bootstrap_servers,
-            "properties.group.id": self.group_id,
-            "properties.commit.offsets.on.checkpoint": "true",
-            "scan.startup.mode": STARTUP_MODES[self.starting_offsets],
-            "format": "raw",
-        }
-        if self.starting_offsets == "committed":
-            options["properties.auto.offset.reset"] = self.offset_reset
-        if self.stop_at_latest:
-            options["scan.bounded.mode"] = "latest-offset"
-        for key, value in self.security.items():
-            options[f"properties.{key}"] = value.reveal() if isinstance(value, Secret) else value
-        return options
+    def client_properties(self) -> dict[str, str]:
+        """The Kafka client properties beyond servers, topic and group (security): secrets
+        revealed, so hand them to Flink's ``KafkaSource`` only — never log them."""
+        return {key: value.reveal() if isinstance(value, Secret) else value for key, value in self.security.items()}
 
 
 def reading_schema() -> tuple[list[str], list[str], list[tuple[str, str]]]:

@@ -1,5 +1,5 @@
 """The ingestion pipeline on Flink: ``SensorTicks`` source → SQL (reading → JSON) → ``FileSink``,
-or, with SOURCE=kafka, Flink's Kafka source → ``KafkaReadings`` (valid readings → ``FileSink``,
+or, with SOURCE=kafka, Flink's ``KafkaSource`` → ``KafkaReadings`` (valid readings → ``FileSink``,
 the rest → the dead-letter ``FileSink``).
 
 Python only declares it; no record passes through Python. The job graph carries the table's
@@ -18,7 +18,7 @@ from pyflink.common.typeinfo import Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors import Source
 from pyflink.java_gateway import get_gateway
-from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
+from pyflink.table import StreamTableEnvironment
 from pyflink.util.java_utils import to_jarray
 
 from lakeflow.ingest import IngestError, kafka, sensors
@@ -59,10 +59,10 @@ def create_environment(job: IngestJob) -> StreamExecutionEnvironment:
 def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
     """Add the job's operators to ``env``: ticks → readings → JSON → part files, or Kafka
     messages → validated readings → part files (+ dead letters)."""
-    t_env = StreamTableEnvironment.create(env)
     if job.kafka:
-        _build_kafka(t_env, job, job.kafka)
+        _build_kafka(env, job, job.kafka)
         return
+    t_env = StreamTableEnvironment.create(env)
     jvm = get_gateway().jvm
     ticks = env.from_source(
         Source(jvm.lakeflow.flink.SensorTicks.source(job.count, job.rows_per_second)),
@@ -81,24 +81,29 @@ def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
     )
 
 
-def _build_kafka(t_env: StreamTableEnvironment, job: IngestJob, source: kafka.KafkaInput) -> None:
-    """Kafka table (Flink's KafkaSource, ``raw`` payload + topic, partition, offset) → ``KafkaReadings``."""
-    schema = (
-        Schema.new_builder()
-        .column_by_metadata("topic", DataTypes.STRING(), "topic", True)
-        .column_by_metadata("partition", DataTypes.INT(), "partition", True)
-        .column_by_metadata("offset", DataTypes.BIGINT(), "offset", True)
-        .column("payload", DataTypes.BYTES())
-        .build()
-    )
-    descriptor = TableDescriptor.for_connector("kafka").schema(schema)
-    for key, value in source.connector_options().items():
-        if key != "connector":
-            descriptor = descriptor.option(key, value)
-    t_env.create_temporary_table("kafka_messages", descriptor.build())
-    messages = t_env.to_data_stream(t_env.from_path("kafka_messages"))
-    names, kinds, fields = kafka.reading_schema()
+def _build_kafka(env: StreamExecutionEnvironment, job: IngestJob, source: kafka.KafkaInput) -> None:
+    """Flink's ``KafkaSource`` (``KafkaMessages``: topic, partition, offset, payload; it names the
+    topic to Flink's native lineage) → ``KafkaReadings`` → part files, dead letters beside them."""
     gateway = get_gateway()
+    properties = gateway.jvm.java.util.HashMap()
+    for key, value in source.client_properties().items():
+        properties.put(key, value)
+    messages = env.from_source(
+        Source(
+            gateway.jvm.lakeflow.flink.KafkaMessages.source(
+                source.bootstrap_servers,
+                source.topic,
+                source.group_id,
+                source.starting_offsets,
+                source.offset_reset,
+                source.stop_at_latest,
+                properties,
+            )
+        ),
+        WatermarkStrategy.no_watermarks(),
+        f"KafkaSource-{source.topic}",
+    ).uid("kafka-source")
+    names, kinds, fields = kafka.reading_schema()
     string, validator = gateway.jvm.String, gateway.jvm.lakeflow.flink.KafkaReadings
     validated = validator.validate(
         messages._j_data_stream,

@@ -10,6 +10,8 @@ cycle plus uniform noise; humidity is clamped to 20–95 %.
 
 from __future__ import annotations
 
+import math
+import random
 import re
 from dataclasses import dataclass
 
@@ -79,6 +81,30 @@ def baseline(index: int, num_sensors: int) -> Baseline:
         HUMIDITY.base(index),
         PRESSURE.base(index),
     )
+
+
+def reading(seq: int, num_sensors: int, run_id: str, timestamp_ms: int, rng: random.Random) -> dict[str, object]:
+    """Reading ``seq`` as :func:`readings_sql` makes it, in Python (a producer of readings to a
+    Kafka topic: ``lakeflow demo --source kafka``); fields in :data:`lakeflow.readings.FIELDS` order."""
+    index = seq % num_sensors
+    base = baseline(index, num_sensors)
+    day = math.sin(2 * math.pi * (timestamp_ms % DAY_MS) / DAY_MS + index)
+
+    def value(q: Quantity, baseline: float, sign: int = 1) -> float:
+        return baseline + sign * q.amplitude * day + q.noise * (rng.random() - 0.5)
+
+    humidity = max(HUMIDITY_MIN, min(HUMIDITY_MAX, value(HUMIDITY, base.humidity, -1)))
+    values = (
+        base.sensor_id,
+        run_id,
+        seq,
+        timestamp_ms,
+        round(value(TEMPERATURE, base.temperature), 2),
+        round(humidity, 2),
+        round(value(PRESSURE, base.pressure), 2),
+        base.location,
+    )
+    return dict(zip((name for name, _ in FIELDS), values, strict=True))
 
 
 def readings_sql(ticks: str, num_sensors: int, run_id: str) -> str:

@@ -1,7 +1,7 @@
 """The jars S3 and the SQL Gateway need, from Maven Central, matched to the installed wheels and
 fetched when needed.
 
-Three sets, each cached in its own folder under ``build/jars/`` (``$LAKEFLOW_JARS_DIR``):
+The sets, each cached in its own folder under ``build/jars/`` (``$LAKEFLOW_JARS_DIR``):
 
 - **flink** — ``org.apache.flink:flink-s3-fs-hadoop`` of the apache-flink wheel's version
   (``build/jars/flink-<version>/``), installed as the plugin folder ``plugins/s3-fs-hadoop/`` of
@@ -22,6 +22,9 @@ Three sets, each cached in its own folder under ``build/jars/`` (``$LAKEFLOW_JAR
   (``build/jars/flink-connector-jdbc-<version>/``): for a cluster's ``lib/``
   (:class:`lakeflow.runtime.flink_cluster.FlinkCluster` ``lib_jars``) and its SQL Gateway, as the
   lineage tests run them.
+- **kafka-broker** — ``org.apache.kafka:kafka_2.13`` + ``kafka-tools`` with their runtime
+  dependencies (``build/jars/kafka-<version>/``): the local broker :mod:`lakeflow.runtime.kafka`
+  runs (``lakeflow demo --source kafka``, the tests, the benchmarks).
 
 Maven (:func:`lakeflow.runtime.maven.mvn`: ``mvn`` on PATH, else Maven's own distribution fetched
 from Maven Central into ``build/maven/``) resolves and downloads them
@@ -32,8 +35,8 @@ mismatch or a missing checksum); it honours ``~/.m2/settings.xml`` (mirrors, pro
 ``build/jars/m2``. A folder is complete once it holds its key jar (it is filled in a temporary
 folder and renamed): pre-seeding an offline machine means copying ``build/jars/<set>/`` there.
 ``LAKEFLOW_JARS_OFFLINE=1`` never starts Maven. Command line: ``lakeflow jars [flink]
-[spark] [sql-gateway] [kafka-connector] [jdbc-connector]`` (``make s3-jars``, ``make flink-plugins``,
-``make s3a-jars``, ``make sql-gateway-jar``, ``make connector-jars``).
+[spark] [sql-gateway] [kafka-connector] [jdbc-connector] [kafka-broker]`` (``make s3-jars``, ``make flink-plugins``,
+``make s3a-jars``, ``make sql-gateway-jar``, ``make connector-jars``, ``make kafka-broker``).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 FLINK_S3_PLUGIN = "flink-s3-fs-hadoop"
 SQL_GATEWAY = "flink-sql-gateway"
 KAFKA_CONNECTOR = "flink-sql-connector-kafka"
+KAFKA_VERSION = "4.1.1"  # the local broker of lakeflow.runtime.kafka
 KAFKA_CONNECTOR_VERSION = "5.0.0-2.2"  # the newest for Flink 2.x; runs on 2.3.0
 JDBC_CONNECTOR = "flink-connector-jdbc"
 JDBC_CONNECTOR_VERSION = "4.0.0-2.0"  # 4.1.x for Flink 2.x is not on Maven Central
@@ -207,6 +211,20 @@ def kafka_connector_set() -> JarSet:
     )
 
 
+def kafka_broker_set() -> JarSet:
+    v = KAFKA_VERSION
+    return JarSet(
+        "kafka-broker",
+        v,
+        f"kafka_2.13-{v}.jar",
+        "kafka-broker.pom.xml",
+        "@VERSION@",
+        f"org.apache.kafka:kafka_2.13:{v} + kafka-tools:{v} and their runtime dependencies (~56 MB, 92 jars)",
+        "kafka",
+        "kafka-broker",
+    )
+
+
 def jdbc_connector_set() -> JarSet:
     v = JDBC_CONNECTOR_VERSION
     return JarSet(
@@ -227,6 +245,7 @@ SETS = {
     "spark": spark_set,
     "sql-gateway": sql_gateway_set,
     "kafka-connector": kafka_connector_set,
+    "kafka-broker": kafka_broker_set,
     "jdbc-connector": jdbc_connector_set,
 }
 DEFAULT_SETS = ("flink", "spark", "sql-gateway")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,12 +18,14 @@ from pathlib import Path
 import pytest
 
 from lakeflow import prereqs
+from lakeflow.lineage.datasets import from_location
 from lakeflow.lineage.emit_json import document
 from lakeflow.lineage.graph import build
 from lakeflow.lineage.render import html_page
 from lakeflow.lineage.stored_runs import merge
 from lakeflow.runtime.flink_cluster import FlinkCluster
 from lakeflow.secret import is_secret_key
+from tests.support.lineage_page import page_nodes
 from tests.unit.test_demo import ROOT, _events  # noqa: F401 (fixtures, constants)
 
 
@@ -82,6 +85,41 @@ def test_demo_runs_the_whole_chain_and_stops_its_cluster(tmp_path: Path) -> None
     assert not cluster.running()
     assert not daemons_of(cluster.conf_dir)
     assert "the Flink cluster is stopped" in out
+
+
+@pytest.mark.slow
+def test_demo_from_a_kafka_topic_shows_topic_raw_table_iceberg(tmp_path: Path) -> None:
+    """``lakeflow demo --source kafka`` (``make demo SOURCE=kafka``): its own broker and producer
+    first, the job reads the topic to its end; the page draws topic → raw table → Iceberg; the
+    broker and the cluster are stopped."""
+    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "lakeflow.cli", "demo", "--source", "kafka", "--records", "600"],
+                          env=demo_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    home, out = tmp_path / "demo", proc.stdout
+    assert [line[:5] for line in out.splitlines() if re.match(r"\[\d/7\]", line)] == [f"[{n}/7]" for n in range(1, 8)]
+    assert out.count("done in") == 7
+    assert "[2/7] produce 600 synthetic readings to the topic" in out
+    topic = re.search(r"^  Kafka topic +(kafka://127\.0\.0\.1:\d+/sensor-readings) ", out, re.MULTILINE)
+    assert topic is not None, out
+
+    raw = home / "warehouse" / "iot" / "sensor-readings"
+    readings = [r for f in raw.rglob("part-*.json") if "_dead_letters" not in f.parts for r in json.loads(f.read_text())]
+    assert sorted(r["seq"] for r in readings) == list(range(600)) and len({r["run_id"] for r in readings}) == 1
+    assert "600 readings, " in out and not list(raw.glob("_dead_letters/**/part-*"))
+    assert out.count("│      120 │") == 5  # the query: 120 readings per sensor
+
+    nodes = page_nodes((home / "lineage.html").read_text())
+    flink, raw_node = "flink:lakeflow-ingest iot.sensor-readings", nodes[str(from_location(raw.as_uri()))]
+    assert nodes[topic.group(1)]["Read by"] == [flink]
+    assert raw_node["Written by"] == [flink]
+    (compactor,) = raw_node["Read by"]
+    (iceberg,) = [name for name, d in nodes.items() if d.get("Written by") == [compactor]]
+    assert iceberg.startswith(f"file://{home / 'iceberg'}/")
+    assert "must-not-reach-the-demo" not in out + proc.stderr
+
+    assert not daemons_of(home / "kafka") and not daemons_of(home / "cluster")
+    assert "the Flink cluster and the Kafka broker are stopped" in out
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ import pytest
 from lakeflow.ingest.kafka import DEAD_LETTERS, dead_letter_location
 from lakeflow.readings import FIELDS
 from tests.support.kafka_broker import KafkaBroker
+from tests.support.lineage_page import page_nodes
 from tests.support.sink_layout import assert_sink_path, files_under
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -216,9 +217,8 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
     events + the compaction's): kafka://host:port/topic → ingestion job → raw table → compaction →
     Iceberg table, the topic declared by the job.
 
-    Flink's native lineage names the raw table, but not the topic: for a source made by the Kafka
-    SQL connector (5.0.0-2.2) Flink 2.3 reports the table (no namespace, the table's identifier
-    as the name) — measured here; the harvest keeps the declared topic and drops that name."""
+    Flink's native lineage names both ends as the harvest does: the topic (Flink's ``KafkaSource``,
+    ``kafka://host:port`` + topic) and the raw table (``LineageFileSink``)."""
     from lakeflow.cli.main import main
     from lakeflow.lineage import native
     from lakeflow.lineage.datasets import DatasetId, from_location
@@ -249,8 +249,7 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
         time.sleep(0.2)
     (start,) = starts
     assert [DatasetId(d["namespace"], d["name"]) for d in start["outputs"]] == [raw]
-    assert [(d["namespace"], d["name"]) for d in start["inputs"]] == [
-        ("", "default_catalog.default_database.kafka_messages")]
+    assert [DatasetId(d["namespace"], d["name"]) for d in start["inputs"]] == [kafka_topic]
 
     out = home / "harvest.json"
     assert main(["harvest", "--rest-url", flink_cluster.rest_url, "--output", str(out), "--job-name-allow",
@@ -264,6 +263,37 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
     assert not [d for d in doc["datasets"] if "kafka_messages" in d["name"]]
     (spark,) = [j for j in doc["jobs"] if j["engine"] == "compaction"]
     (iceberg,) = spark["outputs"]
+    flink_key, compaction_key = f"flink:{job['name']}", f"{spark['engine']}:{spark['name']}"
     edges = {tuple(e) for e in doc["edges"]}
-    assert {(f"dataset:{kafka_topic}", f"flink:{job['name']}"), (f"flink:{job['name']}", f"dataset:{raw}"),
-            (f"dataset:{raw}", f"compaction:{spark['name']}"), (f"compaction:{spark['name']}", f"dataset:{iceberg}")} <= edges
+    assert {(f"dataset:{kafka_topic}", flink_key), (flink_key, f"dataset:{raw}"),
+            (f"dataset:{raw}", compaction_key), (compaction_key, f"dataset:{iceberg}")} <= edges
+    (topic_doc,) = [d for d in doc["datasets"] if d["name"] == kafka_topic]
+    assert (topic_doc["namespace"], topic_doc["path"]) == (f"kafka://{kafka_broker.bootstrap}", topic)
+    # one name per dataset across the chain: the compaction reads the raw table the Flink job wrote
+    compaction_inputs = {DatasetId(d["namespace"], d["name"]) for e in read_events(store)
+                         if e["job"]["namespace"] != JOB_NAMESPACE for d in e.get("inputs") or ()}
+    assert compaction_inputs == {from_location(ingest.table_dir.as_uri())}
+    assert spark["inputs"] == [raw]
+
+    # DataHub: the Flink job reads the topic's URN and writes the raw table's, which the compaction reads
+    mcps_out = home / "mcps.json"
+    assert main(["harvest", "--rest-url", flink_cluster.rest_url, "--format", "datahub", "--output", str(mcps_out),
+                 "--job-name-allow", "^lakeflow-ingest ", "--lineage-dir", str(store)]) == 0
+    mcps = json.loads(mcps_out.read_text())
+    io = {m["entityUrn"]: json.loads(m["aspect"]["value"]) for m in mcps if m["aspectName"] == "dataJobInputOutput"}
+    topic_urn = f"urn:li:dataset:(urn:li:dataPlatform:kafka,{topic},PROD)"
+    raw_urn = from_location(ingest.table_dir.as_uri()).datahub_urn()
+    (flink_io,) = [v for urn, v in io.items() if topic_urn in v["inputDatasets"]]
+    assert flink_io["inputDatasets"] == [topic_urn] and raw_urn in flink_io["outputDatasets"]
+    (compaction_io,) = [v for urn, v in io.items() if raw_urn in v["inputDatasets"]]
+    assert len(compaction_io["outputDatasets"]) == 1 and "iceberg" in compaction_io["outputDatasets"][0].lower()
+    assert {m["entityUrn"] for m in mcps if m["aspectName"] == "datasetKey"} >= {topic_urn, raw_urn}
+
+    # the lineage page: its node details hold the same chain
+    page = home / "lineage.html"
+    assert main(["harvest", "--rest-url", flink_cluster.rest_url, "--format", "html", "--output", str(page),
+                 "--job-name-allow", "^lakeflow-ingest ", "--lineage-dir", str(store)]) == 0
+    nodes = page_nodes(page.read_text())
+    assert nodes[kafka_topic]["Read by"] == [flink_key]
+    assert (nodes[raw]["Written by"], nodes[raw]["Read by"]) == ([flink_key], [compaction_key])
+    assert nodes[iceberg]["Written by"] == [compaction_key]

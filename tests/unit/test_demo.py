@@ -6,6 +6,8 @@ Unit tests: they start no process. The real-process tests: tests/integration/tes
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +17,34 @@ from lakeflow.lineage.graph import build
 from lakeflow.lineage.stored_runs import merge
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_kafka_demo_produces_readings_its_job_accepts() -> None:
+    """What the demo's producer writes is a reading by KafkaReadings' rules (every field, its JSON
+    type), the sensors' values around their baselines; the job's settings load as SOURCE=kafka."""
+    from lakeflow import demo
+    from lakeflow.ingest.kafka import KafkaInput
+    from lakeflow.ingest.sensors import HUMIDITY, PRESSURE, TEMPERATURE, baseline
+    from lakeflow.readings import FIELDS
+    from lakeflow.settings import load_settings
+
+    messages = demo.synthetic_readings(50)
+    readings = [json.loads(m) for m in messages]
+    assert [list(r) for r in readings] == [[name for name, _ in FIELDS]] * 50
+    assert all(type(r[name]) is kind for r in readings for name, kind in FIELDS)
+    assert [r["seq"] for r in readings] == list(range(50)) and len({r["run_id"] for r in readings}) == 1
+    for r in readings:
+        base = baseline(r["seq"] % demo.SENSORS, demo.SENSORS)
+        assert (r["sensor_id"], r["location"]) == (base.sensor_id, base.location)
+        for q, value, centre in ((TEMPERATURE, r["temperature"], base.temperature),
+                                 (HUMIDITY, r["humidity"], base.humidity), (PRESSURE, r["pressure"], base.pressure)):
+            assert abs(value - centre) <= q.amplitude + q.noise / 2 + 0.01
+    topic = demo.Topic("127.0.0.1:39092", demo.TOPIC)
+    assert str(topic) == "kafka://127.0.0.1:39092/sensor-readings"
+    source = KafkaInput.from_settings(load_settings(demo.kafka_environment(topic), env_file=Path(os.devnull)))
+    assert source is not None and (source.bootstrap_servers, source.topic, source.stop_at_latest) == (
+        "127.0.0.1:39092", "sensor-readings", True)
+    assert f"{source.namespace}/{source.topic}" == str(topic)  # the name the page shows
 
 
 def test_python_outside_requires_python_is_named_with_what_to_install() -> None:

@@ -20,38 +20,25 @@ PASSWORD = "s3cr3t-kafka-pw"
 KAFKA = {"SOURCE": "kafka", "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092", "KAFKA_TOPIC": "readings"}
 
 
-def test_kafka_settings_defaults_map_to_the_connector_options() -> None:
+def test_kafka_settings_defaults_map_to_the_source() -> None:
     source = KafkaInput.from_settings(load_settings(KAFKA, env_file=Path(os.devnull)))
     assert source is not None
     assert source.namespace == "kafka://127.0.0.1:9092"
-    assert source.connector_options() == {
-        "connector": "kafka",
-        "topic": "readings",
-        "properties.bootstrap.servers": "127.0.0.1:9092",
-        "properties.group.id": "lakeflow-ingest",
-        "properties.commit.offsets.on.checkpoint": "true",
-        "scan.startup.mode": "group-offsets",
-        "properties.auto.offset.reset": "earliest",
-        "format": "raw",
-        "properties.security.protocol": "PLAINTEXT",
-    }
+    assert (source.bootstrap_servers, source.topic, source.group_id) == ("127.0.0.1:9092", "readings", "lakeflow-ingest")
+    assert (source.starting_offsets, source.offset_reset, source.stop_at_latest) == ("committed", "earliest", False)
+    assert source.client_properties() == {"security.protocol": "PLAINTEXT"}
     assert KafkaInput.from_settings(load_settings({}, env_file=Path(os.devnull))) is None  # synthetic by default
 
 
-@pytest.mark.parametrize(("env", "options"), [
-    ({"KAFKA_STARTING_OFFSETS": "earliest", "KAFKA_STOP_AT": "latest"},
-     {"scan.startup.mode": "earliest-offset", "scan.bounded.mode": "latest-offset"}),
-    ({"KAFKA_STARTING_OFFSETS": "latest"}, {"scan.startup.mode": "latest-offset"}),
-    ({"KAFKA_OFFSET_RESET": "latest"}, {"scan.startup.mode": "group-offsets", "properties.auto.offset.reset": "latest"}),
+@pytest.mark.parametrize(("env", "offsets"), [
+    ({"KAFKA_STARTING_OFFSETS": "earliest", "KAFKA_STOP_AT": "latest"}, ("earliest", "earliest", True)),
+    ({"KAFKA_STARTING_OFFSETS": "latest"}, ("latest", "earliest", False)),
+    ({"KAFKA_OFFSET_RESET": "latest"}, ("committed", "latest", False)),
 ])
-def test_starting_and_stopping_offsets(env: dict[str, str], options: dict[str, str]) -> None:
+def test_starting_and_stopping_offsets(env: dict[str, str], offsets: tuple[str, str, bool]) -> None:
     source = KafkaInput.from_settings(load_settings({**KAFKA, **env}, env_file=Path(os.devnull)))
     assert source is not None
-    got = source.connector_options()
-    assert {k: got.get(k) for k in options} == options
-    if env.get("KAFKA_STARTING_OFFSETS") in ("earliest", "latest"):
-        assert "properties.auto.offset.reset" not in got
-    assert ("scan.bounded.mode" in got) == ("KAFKA_STOP_AT" in env)
+    assert (source.starting_offsets, source.offset_reset, source.stop_at_latest) == offsets
 
 
 def test_sasl_ssl_password_reaches_only_the_connector(tmp_path: Path) -> None:
@@ -62,13 +49,13 @@ def test_sasl_ssl_password_reaches_only_the_connector(tmp_path: Path) -> None:
     settings = load_settings(env, env_file=Path(os.devnull))
     source = KafkaInput.from_settings(settings)
     assert source is not None
-    options = source.connector_options()
-    assert options["properties.sasl.jaas.config"] == (
+    options = source.client_properties()
+    assert options["sasl.jaas.config"] == (
         "org.apache.flink.kafka.shaded.org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="ingest\\"er" password="{PASSWORD}";')
-    assert options["properties.sasl.mechanism"] == "SCRAM-SHA-512"
-    assert options["properties.ssl.truststore.location"] == str(store)
-    assert options["properties.ssl.truststore.password"] == "store-pw-123"
+    assert options["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert options["ssl.truststore.location"] == str(store)
+    assert options["ssl.truststore.password"] == "store-pw-123"
     for shown in (repr(source), str(source), repr(settings), str(settings.describe())):
         assert PASSWORD not in shown and "store-pw-123" not in shown
 
@@ -115,8 +102,7 @@ def test_the_harvest_resolves_the_declared_topic_and_both_sinks(tmp_path: Path) 
                                                     env_file=Path(os.devnull)))
     job = IngestJob(TableIdent("local", ("iot",), "sensor-readings"), location, "local", tmp_path.as_uri(), "r1",
                     5, -1, 10, 1000, tmp_path, kafka=source)
-    plan = [PlanNode("v1", "Source: KafkaSource-default_catalog.default_database.kafka_messages<br/>"
-                           "ValidateReadings", 2, ()),
+    plan = [PlanNode("v1", "Source: KafkaSource-readings<br/>ValidateReadings", 2, ()),
             PlanNode("v2", f"{job.sink_name}: Writer", 2, ("v1",)),
             PlanNode("v3", f"LakeflowSink[{dead_letter_location(location)}]: Writer", 2, ("v1",))]
     resolved = Resolver(from_mapping({"connection": {"rest_api_url": "http://x"}})).resolve(

@@ -117,7 +117,8 @@ def test_a_bad_url_is_shown_without_its_password(name, value, shown):
 
 REPO = Path(__file__).resolve().parents[2]
 # Variables lakeflow sets or passes through for the processes it starts, not settings of a user's.
-PROCESS_INTERNALS = {"PATH", "PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT", "PYFLINK_GATEWAY_PORT", "FLINK_PID_DIR"}
+PROCESS_INTERNALS = {"PATH", "PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT", "PYFLINK_GATEWAY_PORT", "FLINK_PID_DIR",
+                     "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"}  # the last two: requests' own, read once by the Flink client
 
 
 def documented() -> set[str]:
