@@ -84,4 +84,3 @@ def _chunk(chunk: list[tuple[int, memoryview, int]]) -> Iterator[pa.RecordBatch]
 def _marker(file_id: int) -> pa.RecordBatch:
     columns = [pa.nulls(1, f.type) for f in SCHEMA]
     return pa.RecordBatch.from_arrays([*columns, pa.array([fallback_id(file_id)], pa.int32())], schema=OUTPUT)
-

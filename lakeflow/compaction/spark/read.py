@@ -1,19 +1,22 @@
 """Spark engine, reading: this run's part files → rows, and what each file held.
 
-Each part file is one JSON array of readings; Spark's ``multiLine`` JSON reader explodes the array
-into rows under an explicit schema (no inference), in PERMISSIVE mode — the semantics the engine
-contract states (:mod:`lakeflow.compaction.engine`). Spark is handed exactly this run's files, in one
-JVM call (py4j would convert a Python list element by element), and never lists the raw folder.
+Local part files are parsed by pyarrow in the executors (:mod:`~lakeflow.compaction.spark.parse`):
+``mapInArrow`` over a range of batch numbers, one partition per batch, the batches balanced by
+bytes (largest file first, each to the lightest batch) and broadcast. Files pyarrow's fast path
+does not take (another layout, a mistyped field, malformed, empty), files on object stores, and
+every file with pyarrow < 18 (PySpark 4's Arrow floor) go through Spark's ``multiLine`` JSON reader
+under the explicit schema, PERMISSIVE — so every file is read with the semantics the engine contract
+states (:mod:`lakeflow.compaction.engine`). Spark's reader is handed exactly its files in one JVM
+call (py4j would convert a Python list element by element) and never lists the raw folder.
 
-How bad input comes back, without a corrupt-record column (keeping the whole document per row made
-parsing ~25 % slower): a malformed file as a single row of nulls; a bad record with nulls where its
-missing or mistyped fields were. The rows are persisted once: the per-file summaries come from them
-in one aggregation, and the write reads them again.
+Rows carry their file's id (``FILE_ID``: rank by size, largest first), not its name; a malformed
+file comes back as a single row of nulls, a bad record with nulls where its missing or mistyped
+fields were. The rows are persisted once: the per-file summaries come from them in one aggregation,
+and the write reads them again.
 
-Measured (1,000,000 readings in 10,000 sink-layout files, Spark 4.3, 2 cores, warm JVM): this reader
-parses them in 8.4 s of CPU; reading the files as lines instead (``binaryFile`` cut at newlines, one
-``from_json`` per line, with the checks that make it equivalent: one flat object per line, valid
-UTF-8, no parse error) took 24 s (10 s for ``from_json`` alone), so files are not read line by line.
+Measured (1,000,000 readings in 10,000 sink-layout files, Spark 4.3, 2 cores, warm JVM): Spark's
+reader parses them in 8.4 s of CPU; reading the files as lines instead (``binaryFile`` cut at
+newlines, one ``from_json`` per line) took 24 s, so Spark's own route stays ``multiLine``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -40,6 +44,7 @@ _SQL_TYPES = {str: "string", int: "bigint", float: "double"}
 SCHEMA_DDL = ", ".join(f"{n} {_SQL_TYPES[t]}" for n, t in FIELDS)
 OUTPUT_DDL = f"{SCHEMA_DDL}, {FILE_ID} int"
 BATCH_BYTES = 64 << 20  # raw bytes a task parses, at most (the batches: a whole number per core)
+ARROW_IN_WORKERS = int(pa.__version__.split(".")[0]) >= 18  # PySpark 4's mapInArrow refuses older pyarrow
 
 
 def read_schema() -> StructType:
@@ -86,7 +91,7 @@ def read_parts(spark: SparkSession, raw: Storage, parts: Sequence[FileEntry]) ->
     cached: list[DataFrame] = []
     rows: DataFrame | None = None
     left = list(parts)
-    if raw.is_local and parts:
+    if raw.is_local and parts and ARROW_IN_WORKERS:
         fast = _parsed_in_executors(spark, raw, parts, ids).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(fast)
         by_id = file_summaries(fast, FILE_ID)
@@ -96,12 +101,11 @@ def read_parts(spark: SparkSession, raw: Storage, parts: Sequence[FileEntry]) ->
         rows = fast.where(F.col(FILE_ID) >= 0)
     if left:
         uris = {raw.spark_path(p.rel): p.rel for p in left}
-        named = _load(spark, "json", [raw.hadoop_uri(p.rel) for p in left], SCHEMA_DDL, multiLine="true",
-                      mode="PERMISSIVE").select(*NAMES, F.col("_metadata.file_path").alias(FILE))
+        named = _load(
+            spark, "json", [raw.hadoop_uri(p.rel) for p in left], SCHEMA_DDL, multiLine="true", mode="PERMISSIVE"
+        ).select(*NAMES, F.col("_metadata.file_path").alias(FILE))
         id_of = spark.createDataFrame([(uri, ids[rel]) for uri, rel in uris.items()], f"{FILE} string, {FILE_ID} int")
-        slow = (
-            named.join(F.broadcast(id_of), FILE).select(*NAMES, FILE_ID).persist(StorageLevel.MEMORY_AND_DISK)
-        )
+        slow = named.join(F.broadcast(id_of), FILE).select(*NAMES, FILE_ID).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(slow)
         rels = {ids[rel]: rel for rel in uris.values()}
         summaries.update({rels[n]: s for n, s in file_summaries(slow, FILE_ID).items()})
