@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -159,8 +160,12 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+CPU_SECONDS: list[float] = []  # CPU time of each run() (the processes waited for): the load shows less in it
+
+
 def run(cmd: list[str], env: dict, cwd: Path) -> tuple[float, int, str]:
-    """Seconds, peak RSS of the process tree, and output of ``cmd``."""
+    """Seconds, peak RSS of the process tree, and output of ``cmd`` (its CPU seconds: CPU_SECONDS)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     peak = [0]
@@ -174,6 +179,8 @@ def run(cmd: list[str], env: dict, cwd: Path) -> tuple[float, int, str]:
     sampler.start()
     output, _ = proc.communicate()
     seconds = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:4])}… failed ({proc.returncode}):\n{output[-3000:]}")
@@ -204,15 +211,16 @@ def measure(rows: int, repeats: int) -> dict[str, dict]:
         for name, cmd in scripts.items():
             seconds, rss, _ = run(cmd, home.env, home.home)
             runs.setdefault(name, []).append((seconds, rss))
-            print(f"  {name:<14} {seconds:7.1f} s {rss / 2**20:7.0f} MiB", flush=True)
+            print(f"  {name:<14} {seconds:7.1f} s {rss / 2**20:7.0f} MiB {CPU_SECONDS[-1]:7.1f} CPU s", flush=True)
             shutil.rmtree(out, ignore_errors=True) if out.is_dir() else out.unlink(missing_ok=True)
         seconds, rss, auto_engine = compaction(home, rows, "auto")
         runs.setdefault("default", []).append((seconds, rss))
-        print(f"  default        {seconds:7.1f} s {rss / 2**20:7.0f} MiB ({auto_engine})", flush=True)
+        print(f"  default        {seconds:7.1f} s {rss / 2**20:7.0f} MiB {CPU_SECONDS[-1]:7.1f} CPU s ({auto_engine})",
+              flush=True)
         other = "spark" if auto_engine == "arrow" else "arrow"
         seconds, rss, _ = compaction(home, rows, other)
         runs.setdefault(other, []).append((seconds, rss))
-        print(f"  {other:<14} {seconds:7.1f} s {rss / 2**20:7.0f} MiB", flush=True)
+        print(f"  {other:<14} {seconds:7.1f} s {rss / 2**20:7.0f} MiB {CPU_SECONDS[-1]:7.1f} CPU s", flush=True)
     runs[auto_engine] = runs["default"]
     raw_bytes = sum(p.stat().st_size for p in home.raw.glob("part-*.json"))
     return {name: {"s": statistics.median(s for s, _ in rs), "rss": statistics.median(r for _, r in rs),
