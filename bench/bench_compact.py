@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -139,10 +138,11 @@ def naive_spark_script(raw: str, out: str) -> None:
     spark.stop()
 
 
-def tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and its descendants."""
+def tree_usage(pid: int, cpu: dict[int, float]) -> int:
+    """Resident bytes of ``pid`` and its descendants; their CPU seconds so far recorded in ``cpu``."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
+    ticks: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -150,38 +150,39 @@ def tree_rss(pid: int) -> int:
                 fields = stat[stat.rindex(")") + 2:].split()
                 children.setdefault(int(fields[1]), []).append(int(entry))
                 rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+                ticks[int(entry)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
             except (OSError, ValueError):
                 continue
     total, todo = 0, [pid]
     while todo:
         p = todo.pop()
         total += rss.get(p, 0)
+        cpu[p] = max(cpu.get(p, 0.0), ticks.get(p, 0.0))
         todo.extend(children.get(p, []))
     return total
 
 
-CPU_SECONDS: list[float] = []  # CPU time of each run() (the processes waited for): the load shows less in it
+CPU_SECONDS: list[float] = []  # CPU time of each run()'s process tree (sampled): the load shows less in it
 
 
 def run(cmd: list[str], env: dict, cwd: Path) -> tuple[float, int, str]:
     """Seconds, peak RSS of the process tree, and output of ``cmd`` (its CPU seconds: CPU_SECONDS)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     peak = [0]
+    cpu: dict[int, float] = {}
 
     def sample() -> None:
         while proc.poll() is None:
-            peak[0] = max(peak[0], tree_rss(proc.pid))
+            peak[0] = max(peak[0], tree_usage(proc.pid, cpu))
             time.sleep(0.1)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     output, _ = proc.communicate()
     seconds = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    CPU_SECONDS.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     sampler.join()
+    CPU_SECONDS.append(sum(cpu.values()))  # (to the last sample: up to 0.1 s of each process missed)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:4])}… failed ({proc.returncode}):\n{output[-3000:]}")
     return seconds, peak[0], output
