@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +44,7 @@ def spark_session(app_name: str, raw_s3a: S3ASettings | None, *, s3: bool = Fals
     """The session (master and resources come from spark-submit), with the raw table's S3A settings.
     A JVM PySpark launches gets S3A's jars for S3 (``raw_s3a``, or ``s3`` for an S3 target) and the
     class archive (:mod:`~lakeflow.compaction.spark.cds`) when there is one."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the Python workers parse: this environment's
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not yet launched: PySpark starts the JVM here
         os.environ["PYSPARK_SUBMIT_ARGS"] = with_driver_memory(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     if (raw_s3a is not None or s3) and "PYSPARK_GATEWAY_PORT" not in os.environ:
