@@ -33,7 +33,7 @@ install: $(STAMP) $(if $(JAVA_SRC),$(JAR))  ## create .venv and install lakeflow
 # only a job with SOURCE=kafka loads it, with the connector beside it.
 $(JAR): $(STAMP) $(JAVA_SRC)
 	@mkdir -p build/classes
-	$(PY) -m lakeflow.runtime.jars kafka-connector
+	$(VENV)/bin/lakeflow jars kafka-connector
 	javac -nowarn --release 11 -d build/classes -cp '$(PYFLINK_DIR)/lib/*:$(PYFLINK_DIR)/opt/*:$(KAFKA_CONNECTOR_DIR)/*' $(JAVA_SRC)
 	jar cf $@ -C build/classes .
 
@@ -125,7 +125,7 @@ spark-up: install $(PACKAGE_ZIP)  ## start a standalone Spark cluster from the p
 spark-down:  ## stop the standalone Spark cluster of make spark-up
 	$(VENV)/bin/lakeflow spark down
 
-bench-compact: install  ## compaction vs DuckDB and a pyarrow script (time, rows/s, peak RSS) at 1M and 10M readings (BENCH_SIZES=1m,10m); the engines' crossover
+bench-compact: install  ## compaction vs DuckDB, DuckDB → pyiceberg append, a naive PySpark job and a pyarrow script (time, rows/s, peak RSS, CPU) at 1M and 10M readings (BENCH_SIZES=1m,10m); the engines' crossover; the Spark engine on 1 and 2 standalone workers
 	$(PY) bench/bench_compact.py $(ARGS)
 
 bench-longrun: install  ## 300 compaction runs of 20 new files over 200,000 compacted ones: last 50 vs first 50 (goal <= 1.2x), then maintain

@@ -89,6 +89,11 @@ class Storage:
             raise ValueError(f"{uri} is not under {self.location}")
         return a.path[len(root) :]
 
+    def local_path(self, rel: str) -> str:
+        """``rel`` as a path of this machine's file system (local storage only)."""
+        assert self.is_local, self.location
+        return self._path(rel)
+
     def _path(self, rel: str) -> str:
         return f"{self._root}/{rel}" if rel else self._root
 

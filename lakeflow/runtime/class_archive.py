@@ -29,14 +29,19 @@ def java() -> Path | None:
 
 
 def archive_path() -> Path | None:
-    """Where the archive for this pyspark and this Java lives (None without a ``java``)."""
+    """Where the archive for this pyspark installation (its jars: the archive's class path) and this
+    Java lives (None without a ``java``): each environment holding pyspark gets its own."""
     import pyspark
 
     binary = java()
     if binary is None:
         return None
     release = binary.parent.parent / "release"
-    ident = str(binary) + (release.read_text(errors="replace") if release.exists() else "")
+    ident = (
+        str(binary)
+        + str(Path(pyspark.__file__).parent)
+        + (release.read_text(errors="replace") if release.exists() else "")
+    )
     digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
     return jars_dir() / "cds" / f"spark-{pyspark.__version__}-java-{digest}.jsa"
 

@@ -41,9 +41,9 @@ PROPERTIES = {
 
 
 class SparkCluster:
-    """One master and one worker (``cores`` cores, ``memory`` for its executors) under ``home``.
-    Web UIs bind to 127.0.0.1 on ``webui_port`` (master) and a free port (worker); 0: a free port.
-    The caller's variables that ``secret_variable`` names stay out of the daemons' environment."""
+    """One master and ``workers`` workers (``cores`` cores each, ``memory`` for their executors) under
+    ``home``. Web UIs bind to 127.0.0.1 on ``webui_port`` (master) and free ports (workers); 0: a free
+    port. The caller's variables that ``secret_variable`` names stay out of the daemons' environment."""
 
     def __init__(
         self,
@@ -52,6 +52,7 @@ class SparkCluster:
         webui_port: int = 0,
         cores: int = 2,
         memory: str = "1g",
+        workers: int = 1,
         *,
         secret_variable: Callable[[str], bool],
     ) -> None:
@@ -59,6 +60,7 @@ class SparkCluster:
         self.secret_variable = secret_variable
         self.port = port
         self.cores = cores
+        self.workers = workers
         self.memory = memory
         self.conf_file = self.home / "conf" / "spark-defaults.conf"
         self.log_dir = self.home / "log"
@@ -91,7 +93,7 @@ class SparkCluster:
         }
 
     def start(self, timeout: float = 90.0) -> None:
-        """Start the master and the worker; return once the worker has registered with the master."""
+        """Start the master and the workers; return once they have registered with the master."""
         for d in (self.conf_file.parent, self.log_dir, self.pid_dir, self.work_dir):
             d.mkdir(parents=True, exist_ok=True)
         self.conf_file.write_text("".join(f"{k} {v}\n" for k, v in PROPERTIES.items()))
@@ -99,27 +101,30 @@ class SparkCluster:
         master = self._launch(
             "master", MASTER_CLASS, "--host", HOST, "--port", str(self.port), "--webui-port", str(webui)
         )
-        worker = self._launch(
-            "worker",
-            WORKER_CLASS,
-            "--host",
-            HOST,
-            "--cores",
-            str(self.cores),
-            "--memory",
-            self.memory,
-            "--webui-port",
-            str(free_ports(1)[0]),
-            "--work-dir",
-            str(self.work_dir),
-            self.master_url,
-        )
+        workers = [
+            self._launch(
+                "worker" if n == 0 else f"worker-{n + 1}",
+                WORKER_CLASS,
+                "--host",
+                HOST,
+                "--cores",
+                str(self.cores),
+                "--memory",
+                self.memory,
+                "--webui-port",
+                str(free_ports(1)[0]),
+                "--work-dir",
+                str(self.work_dir),
+                self.master_url,
+            )
+            for n in range(self.workers)
+        ]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.alive_workers() >= 1:
+            if self.alive_workers() >= self.workers:
                 log.info("Spark cluster up at %s (web UI %s)", self.master_url, self.webui_url)
                 return
-            if master.poll() is not None or worker.poll() is not None:
+            if any(p.poll() is not None for p in (master, *workers)):
                 break  # a daemon died (a port taken?): its log says why
             time.sleep(0.5)
         self.stop()
@@ -168,9 +173,9 @@ class SparkCluster:
         return proc
 
     def daemon_pids(self, name: str = "") -> list[int]:
-        """The live daemons of this cluster named by its pid files (``name``: master or worker)."""
+        """The live daemons of this cluster named by its pid files (``name``: master, or worker for all workers)."""
         pids = []
-        for f in sorted(self.pid_dir.glob(f"{name or '*'}.pid")) if self.pid_dir.exists() else []:
+        for f in sorted(self.pid_dir.glob(f"{name}*.pid")) if self.pid_dir.exists() else []:
             pids += [int(word) for word in f.read_text().split() if word.isdigit() and self._ours(int(word))]
         return pids
 

@@ -39,6 +39,7 @@ from lakeflow.compaction.source import raw_table
 from lakeflow.readings import is_committed_part
 from lakeflow.settings import SettingsError, load_settings
 from lakeflow.uris import hadoop_uri, iceberg_uri
+from tests.support.fixtures_compaction import json_array, readings
 from tests.standins.http_stub import QuietHandler, send_json, serve, stop, url_of
 
 DAY_MS = 1763683200000  # 2025-11-21T00:00:00Z
@@ -433,3 +434,30 @@ def test_compact_arrow_max_mb_unset_means_by_memory_and_set_is_a_number_of_mib(t
     assert load_config(env=settings_env(tmp_path, COMPACT_ARROW_MAX_MB="64")).arrow_max_bytes == 64 << 20
     with pytest.raises(SettingsError, match="COMPACT_ARROW_MAX_MB"):
         load_config(env=settings_env(tmp_path, COMPACT_ARROW_MAX_MB="0"))
+
+
+def test_spark_batches_are_balanced_by_bytes_and_ids_rank_larger_files_first() -> None:
+    from lakeflow.compaction.spark.read import balanced, file_ids
+
+    parts = [FileEntry(f"part-x-0-{n}.json", size, None) for n, size in enumerate([3, 9, 2, 8, 3, 1])]
+    batches = balanced(parts, 2)
+    assert sorted(sum(p.size for p in b) for b in batches) == [13, 13]
+    assert sorted(p.rel for b in batches for p in b) == sorted(p.rel for p in parts)
+    assert balanced(parts[:1], 4) == [[parts[0]]]  # no empty batches
+    assert file_ids(parts) == {"part-x-0-1.json": 0, "part-x-0-3.json": 1, "part-x-0-0.json": 2,
+                               "part-x-0-4.json": 3, "part-x-0-2.json": 4, "part-x-0-5.json": 5}
+
+
+def test_spark_executors_parse_sink_files_and_leave_the_rest_to_spark(tmp_path: Path) -> None:
+    from lakeflow.compaction.spark.parse import FILE_ID, fallback_id, parse_files
+
+    sink = tmp_path / "sink.json"
+    sink.write_text(json_array(readings("run-p", 3, start_ms=1763683200000, seed=5)))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(readings("run-p", 2, start_ms=1763683200000, seed=6), indent=2))
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]")
+    rows = pa.Table.from_batches(list(parse_files([(7, str(sink)), (8, str(other)), (9, str(empty))])))
+    assert sorted(zip(rows[FILE_ID].to_pylist(), rows["seq"].to_pylist(), strict=True)) == [
+        (fallback_id(8), None), (7, 0), (7, 1), (7, 2)]  # the indented file: one marker row
+    assert fallback_id(fallback_id(8)) == 8

@@ -133,7 +133,7 @@ def test_s3_without_the_plugin_fails_before_submitting(tmp_path: Path, monkeypat
 
 
 def test_plugin_is_copied_from_flink_home_opt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`make flink-plugins` (python -m lakeflow.runtime.jars flink) with FLINK_HOME set copies the plugin from
+    """`make flink-plugins` (lakeflow jars flink) with FLINK_HOME set copies the plugin from
     that distribution's opt/ instead of fetching it."""
     monkeypatch.setenv("FLINK_PLUGINS_DIR", str(tmp_path / "plugins"))
     monkeypatch.setenv("FLINK_HOME", str(tmp_path / "flink"))

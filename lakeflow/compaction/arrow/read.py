@@ -58,10 +58,10 @@ def parse(blobs: Sequence[bytes]) -> tuple[pa.Table, set[int]]:
     def flush() -> None:
         nonlocal size
         if chunk:
-            table = _ndjson(chunk)
+            table = ndjson(chunk)
             if table is None:
                 for one in chunk:
-                    single = _ndjson([one])
+                    single = ndjson([one])
                     tables.append(single if single is not None else _python(one[0], blobs[one[0]], malformed))
             else:
                 tables.append(table)
@@ -69,7 +69,7 @@ def parse(blobs: Sequence[bytes]) -> tuple[pa.Table, set[int]]:
         size = 0
 
     for i, blob in enumerate(blobs):
-        lines = _as_lines(blob)
+        lines = as_lines(blob)
         if lines is None:
             tables.append(_python(i, blob, malformed))
             continue
@@ -124,7 +124,7 @@ def good_mask(rows: pa.Table) -> pa.ChunkedArray:
     return mask
 
 
-def _as_lines(blob: bytes) -> tuple[memoryview, int] | None:
+def as_lines(blob: bytes) -> tuple[memoryview, int] | None:
     """A file in the sink's layout: its records' text (commas ending lines still in) and their
     count; None for any other layout. No copy of the file is made."""
     start, end = blob.find(b"["), blob.rfind(b"]")
@@ -146,7 +146,7 @@ def _as_lines(blob: bytes) -> tuple[memoryview, int] | None:
     return memoryview(blob)[first : last + 1], lines + 1
 
 
-def _ndjson(chunk: Sequence[tuple[int, memoryview, int]]) -> pa.Table | None:
+def ndjson(chunk: Sequence[tuple[int, memoryview, int]]) -> pa.Table | None:
     """Parse files in the sink's layout together, as NDJSON; None unless each line made one row."""
     expected = sum(n for _, _, n in chunk)
     try:

@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lakeflow.compaction.engine import FileSummary
 from lakeflow.compaction.files import FileEntry, Storage
 from lakeflow.compaction.report import stage
-from lakeflow.compaction.spark.read import good_rows, read_parts, write_bad_records
+from lakeflow.compaction.spark.read import Parsed, good_rows, named_rows, read_parts, write_bad_records
 from lakeflow.compaction.spark.session import spark_progress, spark_session, table_options
 from lakeflow.compaction.spark.write import compacted, existing_keys, write_staged
 from lakeflow.credentials import S3ASettings
@@ -37,21 +37,27 @@ class SparkEngine:
             self.spark: SparkSession = spark_session(
                 app_name, raw_s3a, s3=target_s3a is not None, spark_options=spark_options
             )
-        self.rows: DataFrame | None = None
+        self.parsed: Parsed | None = None
+
+    @property
+    def rows(self) -> DataFrame | None:
+        """Every row read, with its file's name as Spark spells it (``_file``)."""
+        if self.parsed is None:
+            return None
+        return named_rows(self.spark, self.parsed, self.raw, list(self.parsed.ids))
 
     def read(self, files: Sequence[FileEntry]) -> dict[str, FileSummary]:
         with spark_progress(self.spark, "read"):
-            self.rows, by_uri = read_parts(self.spark, self.raw, files)
-        rels = {self.raw.spark_path(f.rel): f.rel for f in files}
-        return {rels[uri]: summary for uri, summary in by_uri.items()}
+            self.parsed = read_parts(self.spark, self.raw, files)
+        return self.parsed.summaries
 
     def write_bad_records(self, quarantined: Sequence[str], rel: str) -> None:
-        assert self.rows is not None
-        write_bad_records(self.rows, [self.raw.spark_path(r) for r in quarantined], self.raw.hadoop_uri(rel))
+        assert self.parsed is not None
+        write_bad_records(self.spark, self.parsed, self.raw, quarantined, self.raw.hadoop_uri(rel))
 
     def write(self, existing: Sequence[str], files: int, staging: str) -> None:
-        assert self.rows is not None
-        rows = compacted(good_rows(self.rows), existing_keys(self.spark, existing, self.options), files)
+        assert self.parsed is not None
+        rows = compacted(good_rows(self.parsed.rows), existing_keys(self.spark, existing, self.options), files)
         with spark_progress(self.spark, "write"):
             write_staged(rows, self.target.hadoop_uri(staging), self.options)
 

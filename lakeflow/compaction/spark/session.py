@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -49,6 +50,7 @@ def spark_session(
     an S3 target) and the class archive (:mod:`~lakeflow.compaction.spark.cds`) when there is one."""
     if spark_options and "PYSPARK_GATEWAY_PORT" not in os.environ:
         os.environ.update(submit_env(os.environ, spark_options))
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the Python workers parse: this environment's
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not yet launched: PySpark starts the JVM here
         os.environ["PYSPARK_SUBMIT_ARGS"] = with_driver_memory(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     if (raw_s3a is not None or s3) and "PYSPARK_GATEWAY_PORT" not in os.environ:

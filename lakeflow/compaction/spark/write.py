@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from lakeflow.compaction.schema import DAY, TS
+from lakeflow.compaction.spark.parse import FILE_ID
 from lakeflow.readings import KEY, NAMES, TIME
 from lakeflow.uris import hadoop_uri
 
@@ -35,15 +36,16 @@ def existing_keys(spark: SparkSession, data_files: Sequence[str], options: Mappi
 
 
 def compacted(good: DataFrame, existing: DataFrame | None, files: int) -> DataFrame:
-    """Good rows minus keys already in the table, de-duplicated on (run_id, seq), with ``ts`` and day,
+    """Good rows (with ``FILE_ID``) minus keys already in the table, de-duplicated on (run_id, seq), with ``ts`` and day,
     partitioned for ``files`` output files.
 
     One output file means one partition (coalesced: no shuffle unless de-duplicating); more files:
     range-partitioned by (day, time).
     """
     rows = good if existing is None else good.join(existing, on=list(KEY), how="left_anti")
-    if has_duplicates(rows):
-        rows = rows.repartition(1).dropDuplicates(list(KEY)) if files == 1 else rows.dropDuplicates(list(KEY))
+    if has_duplicates(rows):  # the reading of the lowest file id (the largest file) stays
+        rank = F.row_number().over(Window.partitionBy(*KEY).orderBy(FILE_ID))
+        rows = rows.withColumn("_rank", rank).where(F.col("_rank") == 1).drop("_rank")
     rows = rows.withColumn(TS, F.timestamp_millis(F.col(TIME))).withColumn(DAY, F.date_format(F.col(TS), "yyyy-MM-dd"))
     return rows.coalesce(1) if files == 1 else rows.repartitionByRange(files, *ORDER)
 
