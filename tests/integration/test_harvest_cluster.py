@@ -14,8 +14,9 @@ import pytest
 from lakeflow.cli.main import main
 from lakeflow.lineage.datasets import catalog_alias, from_location
 from lakeflow.lineage.openlineage import dataset, run_event, write_event
-from tests.support.harvest_scenario import expected_lineage, gateway_setup
 from tests.standins.sql_gateway import FlinkExecutor, SqlGatewayStandIn
+from tests.support.harvest_scenario import expected_lineage, gateway_setup
+from tests.unit.test_harvest_recorded import lineage
 
 pytestmark = pytest.mark.slow
 OURS = ["--job-name-allow", "^harvest-"]  # the session cluster is shared with other tests
@@ -33,14 +34,6 @@ def harvest(scenario, tmp_path: Path, *extra: str, fmt: str = "json", name: str 
     out = tmp_path / f"{name}.{fmt}"
     assert main(["harvest", "--rest-url", scenario.rest_url, "--format", fmt, "--output", str(out), *OURS, *extra]) == 0
     return out.read_text()
-
-
-def lineage(doc: dict) -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    for j in doc["jobs"]:
-        item = {k: j[k] for k in ("inputs", "outputs", "unresolved", "skipped")}
-        assert out.setdefault(j["name"], item) == item
-    return out
 
 
 def test_the_lakeflow_harvest_command_reads_exact_lineage_and_every_run(harvest_scenario, tmp_path):
