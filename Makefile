@@ -1,34 +1,69 @@
-# lakeflow — every target installs what it needs first (a virtualenv in .venv).
+# lakeflow — every target installs what it needs first. Two locked environments (docs/environments.md):
+#   .venv        the development one: the compaction job's environment (envs/compaction) + the test
+#                tools (envs/dev/requirements.txt) + lakeflow (editable); the `lakeflow` command
+#   .venv-flink  the ingestion job's environment (envs/ingestion/requirements.txt) + lakeflow
+#                (editable): runs jobs/sensor_ingest.py; its pyflink is the Flink that `lakeflow flink up` starts
+# uv (pinned, in build/tools with venv-pack) installs each exactly as locked.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
+INGEST_VENV ?= .venv-flink
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+INGEST_PY := $(INGEST_VENV)/bin/python
+UV_VERSION := 0.13.8
+VENV_PACK_VERSION := 0.2.0
+TOOLS := build/tools
+UV := $(TOOLS)/bin/uv
+UV_COMPILE = $(UV) pip compile -q pyproject.toml --generate-hashes --python-version 3.11 \
+	--python-platform x86_64-manylinux_2_28 --no-header --annotation-style line
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml envs/dev/requirements.txt | cksum | cut -d' ' -f1)
+INGEST_STAMP := $(INGEST_VENV)/.installed-$(shell cat pyproject.toml envs/ingestion/requirements.txt | cksum | cut -d' ' -f1)
 JAR := build/lakeflow-flink.jar
 PACKAGE_ZIP := build/lakeflow.zip
+INGEST_ENV_ARCHIVE := build/ingestion-env.tar.gz
+COMPACT_ENV_ARCHIVE := build/compaction-env.tar.gz
 JAVA_SRC := $(shell find java -name '*.java' 2>/dev/null)
-PYFLINK_DIR = $(shell $(PY) -c 'import pyflink, os; print(os.path.dirname(pyflink.__file__))')
+PYFLINK_DIR = $(shell $(INGEST_PY) -c 'import pyflink, os; print(os.path.dirname(pyflink.__file__))')
 
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
 .PHONY: help install run demo test lint test-fast jar package cluster-up cluster-down flink-plugins \
-        compact harvest stack bench-ingest bench-compact bench-longrun bench-harvest chaos clean
+        compact harvest stack bench-ingest bench-compact bench-longrun bench-harvest chaos clean lock
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-$(STAMP):
-	@test -x $(PY) || command -v $(PYTHON) >/dev/null || { echo "prerequisite missing: $(PYTHON) not found; lakeflow needs Python 3.11 (and Linux): install it and name it, e.g. make run PYTHON=python3.11" >&2; exit 1; }
-	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) lakeflow/prereqs.py
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+$(UV):
+	@command -v $(PYTHON) >/dev/null || { echo "prerequisite missing: $(PYTHON) not found; lakeflow needs Python 3.11 (and Linux): install it and name it, e.g. make run PYTHON=python3.11" >&2; exit 1; }
+	@$(PYTHON) lakeflow/prereqs.py
+	rm -rf $(TOOLS) && $(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION) venv-pack==$(VENV_PACK_VERSION)
+
+# A venv ($1) holding exactly the lock file $2 (uv pip sync), then lakeflow editable ($3: -e) or not.
+define locked_venv
+	@test -x $(1)/bin/python || $(PYTHON) -m venv --without-pip $(4) $(1)
+	$(UV) pip sync -q --python $(1)/bin/python $(2)
+	$(UV) pip install -q --python $(1)/bin/python --no-deps $(3) .
+endef
+
+$(STAMP): | $(UV)
+	$(call locked_venv,$(VENV),envs/dev/requirements.txt,-e)
 	@rm -f $(VENV)/.installed-* && touch $@
 
-install: $(STAMP) $(if $(JAVA_SRC),$(JAR))  ## create .venv and install lakeflow with its test extras
+$(INGEST_STAMP): | $(UV)
+	$(call locked_venv,$(INGEST_VENV),envs/ingestion/requirements.txt,-e)
+	@rm -f $(INGEST_VENV)/.installed-* && touch $@
 
-$(JAR): $(STAMP) $(JAVA_SRC)
+lock: $(UV)  ## re-resolve the lock files envs/{ingestion,compaction,dev}/requirements.txt from pyproject.toml's extras
+	$(UV_COMPILE) --extra ingest -o envs/ingestion/requirements.txt
+	$(UV_COMPILE) --extra compact -o envs/compaction/requirements.txt
+	$(UV_COMPILE) --extra compact --extra test -c envs/compaction/requirements.txt -o envs/dev/requirements.txt
+
+install: $(STAMP) $(INGEST_STAMP) $(if $(JAVA_SRC),$(JAR))  ## create .venv (compaction env + test tools + lakeflow) and .venv-flink (ingestion env + lakeflow), each as locked
+
+$(JAR): $(INGEST_STAMP) $(JAVA_SRC)
 	@mkdir -p build/classes
 	javac -nowarn --release 11 -d build/classes -cp '$(PYFLINK_DIR)/lib/*:$(PYFLINK_DIR)/opt/*' $(JAVA_SRC)
 	jar cf $@ -C build/classes .
@@ -41,7 +76,7 @@ FRESH_CLONE = $(if $(or $(NUM_RECORDS),$(wildcard $(or $(LAKEFLOW_ENV_FILE),.env
 DEMO_RECORDS = $(if $(FRESH_CLONE),NUM_RECORDS=1000 $(if $(BATCH_SIZE),,BATCH_SIZE=50) $(if $(BATCH_INTERVAL_MS),,BATCH_INTERVAL_MS=1000))
 
 run: install  ## run the sensor ingestion job (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings at 50/s; duration: docs/benchmarks.md)
-	$(DEMO_RECORDS) $(PY) jobs/sensor_ingest.py $(ARGS)
+	$(DEMO_RECORDS) $(INGEST_PY) jobs/sensor_ingest.py $(ARGS)
 
 test: install lint $(PACKAGE_ZIP) s3-jars sql-gateway-jar spark-cds  ## lint, then the test suite (real Flink + SQL Gateway, Spark, moto; zip and jars built/fetched first; duration: docs/benchmarks.md)
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -96,9 +131,9 @@ connector-jars: install  ## Flink's Kafka and JDBC (PostgreSQL) connectors into 
 flink-plugins: install  ## flink-s3-fs-hadoop of the wheel's Flink version into its plugins/s3-fs-hadoop/ (cached in build/jars/)
 	$(PY) -m lakeflow.runtime.jars flink
 
-bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem/json sink; time to the first file of make run; then from a Kafka topic vs Flink's kafka → filesystem/json SQL job
-	$(PY) bench/bench_ingest.py $(ARGS)
-	$(PY) bench/bench_ingest_kafka.py $(KAFKA_BENCH_ARGS)
+bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem/json sink; time to the first file of make run; then from a Kafka topic vs Flink's kafka → filesystem/json SQL job (in .venv-flink)
+	$(INGEST_PY) bench/bench_ingest.py $(ARGS)
+	$(INGEST_PY) bench/bench_ingest_kafka.py $(KAFKA_BENCH_ARGS)
 
 # --- compaction (docs/compaction.md) --------------------------------------------------------
 .PHONY: s3a-jars spark-up spark-down spark-cds

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lakeflow.flink_cluster import FlinkCluster  # noqa: E402
+from lakeflow.runtime.homes import ingestion_python  # noqa: E402
 from tests.fixtures_servers import free_port  # noqa: E402
 
 JOBS = 25
@@ -79,7 +80,7 @@ def main() -> int:
 
 
 def submit(cluster: FlinkCluster, work: Path) -> None:
-    py = sys.executable
+    py = str(ingestion_python())
     t0 = time.monotonic()
     proc = cluster.flink(["run", "-d", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "tests" / "harvest_jobs"),
                           "-py", str(ROOT / "bench" / "harvest_jobs.py"), str(work), (work / "catalog").as_uri()],

@@ -16,7 +16,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 import requests
 import yaml
 
-from lakeflow.runtime.homes import flink_home
+from lakeflow.runtime.homes import flink_home, ingestion_python
 from lakeflow.runtime.processes import all_pids, cmdline, environ, kill_first, stop_all
 from lakeflow.secret import is_secret_key, write_private
 
@@ -114,8 +113,8 @@ class FlinkCluster:
             "taskmanager.memory.process.size": "1728m",
             "env.pid.dir": str(self.pid_dir),
             "env.log.dir": str(self.log_dir),
-            "python.executable": sys.executable,
-            "python.client.executable": sys.executable,
+            "python.executable": str(ingestion_python()),  # the ingestion job's environment
+            "python.client.executable": str(ingestion_python()),
             **dict(conf or {}),
         }
 
@@ -138,7 +137,7 @@ class FlinkCluster:
         return self._env_over({k: v for k, v in os.environ.items() if not is_secret_key(k)})
 
     def _env_over(self, base: Mapping[str, str]) -> dict[str, str]:
-        venv_bin = str(Path(sys.executable).parent)
+        venv_bin = str(ingestion_python().parent)
         lib = {"FLINK_LIB_DIR": str(self.lib_dir)} if self.lib_jars else {}
         return {
             **base,

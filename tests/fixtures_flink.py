@@ -10,13 +10,14 @@ import pytest
 
 from lakeflow.flink_cluster import FlinkCluster
 from tests.fixtures_servers import free_port
+from tests.envs import INGEST_PY
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def packaged_job_args(*job_args: str) -> list[str]:
     """The documented ``flink run`` arguments for the packaged ingestion job (``make package``)."""
-    py = sys.executable
+    py = INGEST_PY
     return ["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "build" / "lakeflow.zip"),
             "-py", str(ROOT / "jobs" / "sensor_ingest.py"), *job_args]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import requests
 
 from lakeflow.flink_cluster import FlinkCluster
+from tests.envs import INGEST_PY
 
 JOBS_DIR = Path(__file__).parent / "harvest_jobs"
 RECORDING = Path(__file__).parent / "fixtures" / "harvest" / "cluster"
@@ -48,7 +49,7 @@ def submit(cluster: FlinkCluster, work: Path) -> Scenario:
     archive.mkdir(parents=True, exist_ok=True)
     location = (warehouse / "iot" / "sensor-readings").as_uri()
     catalog_uri = (work / "catalog").as_uri()
-    py = sys.executable
+    py = INGEST_PY
     proc = cluster.flink(["run", "-d", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(JOBS_DIR),
                           "-py", str(JOBS_DIR / "submit_all.py"), str(archive), location, catalog_uri], timeout=300)
     submitted = proc.stdout.count("Job has been submitted")

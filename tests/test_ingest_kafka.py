@@ -27,6 +27,7 @@ from lakeflow.readings import FIELDS, is_committed_part
 from lakeflow.settings import SettingsError, load_settings
 from tests.kafka_broker import KafkaBroker
 from tests.sink_layout import assert_sink_path, files_under
+from tests.envs import INGEST_PY
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "jobs" / "sensor_ingest.py"
@@ -170,7 +171,7 @@ class KafkaIngest:
 
     def run(self) -> JobRun:
         started = time.time()
-        proc = subprocess.run([sys.executable, str(JOB), "--parallelism", "2"], env=self.env(), cwd=self.home,
+        proc = subprocess.run([INGEST_PY, str(JOB), "--parallelism", "2"], env=self.env(), cwd=self.home,
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         return JobRun(proc.stdout, proc.stderr, started)
@@ -298,7 +299,7 @@ def test_readings_from_kafka_to_s3_with_iam(kafka_broker: KafkaBroker, make_lake
     env = job_env(lakekeeper, tmp_path, SOURCE="kafka", KAFKA_BOOTSTRAP_SERVERS=kafka_broker.bootstrap,
                   KAFKA_TOPIC=topic, KAFKA_STOP_AT="latest")
     started = time.time()
-    proc = subprocess.run([sys.executable, str(JOB), "--parallelism", "2"], env=env, cwd=tmp_path,
+    proc = subprocess.run([INGEST_PY, str(JOB), "--parallelism", "2"], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
 
@@ -347,7 +348,7 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
     subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
     ingest = KafkaIngest(kafka_broker, home, topic, run_id)
     env = {**ingest.env(), "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar")}
-    py = sys.executable
+    py = INGEST_PY
     proc = flink_cluster.flink(["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "build" / "lakeflow.zip"),
                                 "-py", str(JOB)], env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -41,6 +41,7 @@ from tests.fixtures_flink import packaged_job_args
 from tests.fixtures_lakekeeper import env_for, settings_for
 from tests.fixtures_servers import free_port
 from tests.sink_layout import assert_sink_path
+from tests.envs import INGEST_PY
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "jobs" / "sensor_ingest.py"
@@ -164,7 +165,7 @@ def assert_scoped(lakekeeper, location: str) -> None:
 def test_make_run_writes_s3_exactly_once(make_lakekeeper, moto_strict, packaged, tmp_path: Path):
     lakekeeper = make_lakekeeper(s3=moto_strict)
     started = time.time()
-    proc = subprocess.Popen([sys.executable, str(JOB), "--parallelism", "2"], env=job_env(lakekeeper, tmp_path),
+    proc = subprocess.Popen([INGEST_PY, str(JOB), "--parallelism", "2"], env=job_env(lakekeeper, tmp_path),
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     location = None
     deadline = time.monotonic() + 60

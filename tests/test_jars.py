@@ -13,7 +13,6 @@ import sys
 import threading
 import zipfile
 from functools import partial
-from importlib.metadata import version
 from pathlib import Path
 from typing import Iterator
 
@@ -25,6 +24,8 @@ from lakeflow.runtime import jars
 from lakeflow.ingest import IngestError
 from lakeflow.ingest.storage import require_filesystem
 from tests.fixtures_servers import run_moto
+from lakeflow.runtime.homes import flink_home
+from tests.envs import INGEST_PY
 
 REPO = Path(__file__).resolve().parents[1]
 CHECKS = Path(__file__).with_name("s3_jars_checks.py")
@@ -54,7 +55,9 @@ def seed(jar_set: jars.JarSet, *names: str) -> list[Path]:
 # --- versions ---------------------------------------------------------------------------------
 
 def test_versions_come_from_the_installed_wheels(tmp_path: Path) -> None:
-    assert jars.flink_version() == version("apache-flink")
+    ingestion = subprocess.run([INGEST_PY, "-c", "from importlib.metadata import version; print(version('apache-flink'))"],
+                               capture_output=True, text=True, check=True)
+    assert jars.flink_version() == ingestion.stdout.strip() == "2.3.0"
     client_api = list(jars.pyspark_jars_dir().glob("hadoop-client-api-*.jar"))
     assert len(client_api) == 1 and client_api[0].name == f"hadoop-client-api-{jars.hadoop_version()}.jar"
 
@@ -314,16 +317,14 @@ def test_flink_file_sink_writes_s3_on_strict_moto(assumed_role: Path, tmp_path: 
     jar = jars.install_flink_plugin(plugins)
     with zipfile.ZipFile(jar) as z:
         assert "com/amazonaws/services/s3/AmazonS3Client.class" in z.namelist()  # SDK v1 inside
-    import pyflink
-
-    env = {**os.environ, "FLINK_HOME": str(Path(pyflink.__file__).parent),  # else PyFlink resets FLINK_PLUGINS_DIR
+    env = {**os.environ, "FLINK_HOME": str(flink_home()),  # else PyFlink resets FLINK_PLUGINS_DIR
            "FLINK_PLUGINS_DIR": str(plugins), "FLINK_LOG_DIR": str(tmp_path / "log")}
     run = partial(subprocess.run, capture_output=True, text=True, timeout=300, env=env)
-    done = run([sys.executable, str(CHECKS), "flink", str(assumed_role), "s3://lake/flink/run1"])
+    done = run([INGEST_PY, str(CHECKS), "flink", str(assumed_role), "s3://lake/flink/run1"])
     assert done.returncode == 0, done.stderr[-3000:]
     written = [k for k in objects(assumed_role, "flink/run1/") if "/part-" in k and "inprogress" not in k]
     assert written, "no committed part file"
 
-    refused = run([sys.executable, str(CHECKS), "flink", str(with_wrong_secret(assumed_role, tmp_path)),
+    refused = run([INGEST_PY, str(CHECKS), "flink", str(with_wrong_secret(assumed_role, tmp_path)),
                    "s3://lake/flink/run2"])
     assert refused.returncode == 1 and "403" in refused.stderr  # the check's uncaught S3A error

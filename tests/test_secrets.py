@@ -46,6 +46,7 @@ WRONG_SECRET = "wr0ng-client-secret-Kq52"
 # What the AWS SDK does with the cluster's environment: find the profile, run its credential_process.
 BOTO3_PROBE = """
 import sys, boto3
+from tests.envs import INGEST_PY
 session = boto3.Session()
 session.client("s3", endpoint_url=sys.argv[1], region_name=sys.argv[2]).put_object(
     Bucket=sys.argv[3], Key=sys.argv[4], Body=b"[]")
@@ -303,7 +304,7 @@ def test_ingestion_and_compaction_runs_leave_no_secret_behind(world: World, tmp_
     and reports hold none of them. The Lakekeeper table is on S3, which Flink cannot write here:
     that run must stop before Flink starts, also without showing a secret."""
     assert lakeflow(world.env, "register").returncode == 0
-    job = [sys.executable, str(REPO / "jobs" / "sensor_ingest.py")]
+    job = [INGEST_PY, str(REPO / "jobs" / "sensor_ingest.py")]
     ingest_env = {**world.env, "NUM_RECORDS": "40", "BATCH_SIZE": "20", "BATCH_INTERVAL_MS": "300",
                   "FLINK_PLUGINS_DIR": str(tmp_path / "no-plugins")}
     on_s3 = subprocess.run(job, env=ingest_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -23,11 +23,11 @@ def cluster_conf_dir(home: Path) -> Path:
 
 
 def flink_run_command(python: str | None = None) -> list[str]:
-    """``flink run`` of ``jobs/sensor_ingest.py`` with the zipped package; ``python`` (default this
-    interpreter) is both the client's and the TaskManagers' Python."""
-    from lakeflow.runtime.homes import flink_home
+    """``flink run`` of ``jobs/sensor_ingest.py`` with the zipped package; ``python`` (default the
+    ingestion environment's) is both the client's and the TaskManagers' Python."""
+    from lakeflow.runtime.homes import flink_home, ingestion_python
 
-    py = python or sys.executable
+    py = python or str(ingestion_python())
     return [
         str(flink_home() / "bin" / "flink"),
         "run",

@@ -35,6 +35,7 @@ from tests.fixtures_lakekeeper import env_for, start_lakekeeper
 from tests.fixtures_servers import free_port
 from tests.lakekeeper_standin import S3Account
 from tests.sink_layout import files_under
+from tests.envs import INGEST_PY
 
 JOB = REPO / "jobs" / "sensor_ingest.py"
 JAR, PACKAGE = REPO / "build" / "lakeflow-flink.jar", REPO / "build" / "lakeflow.zip"
@@ -138,7 +139,7 @@ def _kill_during_run(result: Result, cluster: FlinkCluster, env: dict[str, str],
     """``flink run`` of the packaged job on ``cluster``; its TaskManager SIGKILLed ``kills`` times
     while the job runs (a new one started each time). Checks the run ended well; (job id, kills)."""
     env.pop("PYTHONPATH", None)  # lakeflow reaches the cluster as users ship it: -pyfs lakeflow.zip
-    py = sys.executable
+    py = INGEST_PY
     log = workdir / "flink-run.log"
     with open(log, "w") as out:
         proc = subprocess.Popen([str(flink_home() / "bin" / "flink"), "run", "-pyclientexec", py,
