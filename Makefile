@@ -78,7 +78,7 @@ DEMO_RECORDS = $(if $(FRESH_CLONE),NUM_RECORDS=1000 $(if $(BATCH_SIZE),,BATCH_SI
 run: install  ## run the sensor ingestion job (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings at 50/s; duration: docs/benchmarks.md)
 	$(DEMO_RECORDS) $(INGEST_PY) jobs/sensor_ingest.py $(ARGS)
 
-test: install lint $(PACKAGE_ZIP) s3-jars sql-gateway-jar spark-cds  ## lint, then the test suite (real Flink + SQL Gateway, Spark, moto; zip and jars built/fetched first; duration: docs/benchmarks.md)
+test: install lint $(PACKAGE_ZIP) $(INGEST_ENV_ARCHIVE) $(COMPACT_ENV_ARCHIVE) s3-jars sql-gateway-jar spark-cds  ## lint, then the test suite (real Flink + SQL Gateway, Spark, moto; zip, job environment archives and jars built/fetched first; duration: docs/benchmarks.md)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install  ## ruff (lint + format check) and mypy on lakeflow/ and jobs/ (settings in pyproject.toml)
@@ -107,14 +107,37 @@ $(PACKAGE_ZIP): $(STAMP) $(shell find lakeflow -name '*.py')
 	@mkdir -p build
 	$(PY) -c 'import pathlib, zipfile; z = zipfile.ZipFile("$@", "w", zipfile.ZIP_DEFLATED); [z.write(p) for p in sorted(pathlib.Path("lakeflow").rglob("*.py"))]; z.close()'
 
-package: $(JAR) $(PACKAGE_ZIP)  ## build what `flink run` needs (jar + zipped lakeflow) and print the command
-	@echo "Built $(JAR) and $(PACKAGE_ZIP). Submit to the cluster of make cluster-up (FLINK_CONF_DIR under LAKEFLOW_HOME);"
-	@echo "settings and secrets come from the environment / .env.local, never from this command line:"
+# A job's environment for the cluster: a venv (Python copied in, lakeflow installed non-editable) of
+# exactly its lock file, packed by venv-pack into the archive `flink run -pyarch` / `spark-submit
+# --archives` ship to every host; the unpacked venv stays in build/envs/<job> (the driver's Python).
+LAKEFLOW_SRC := pyproject.toml $(shell find lakeflow -name '*.py')
+define job_env_archive
+	rm -rf build/envs/$(1) $(2) && mkdir -p build/envs
+	$(PYTHON) -m venv --copies --without-pip build/envs/$(1)
+	$(UV) pip sync -q --python build/envs/$(1)/bin/python envs/$(1)/requirements.txt
+	$(UV) pip install -q --python build/envs/$(1)/bin/python --no-deps --reinstall-package lakeflow .
+	$(TOOLS)/bin/venv-pack -q --compress-level 1 -p build/envs/$(1) -o $(2)
+endef
+
+$(INGEST_ENV_ARCHIVE): envs/ingestion/requirements.txt $(LAKEFLOW_SRC) | $(UV)
+	$(call job_env_archive,ingestion,$@)
+
+$(COMPACT_ENV_ARCHIVE): envs/compaction/requirements.txt $(LAKEFLOW_SRC) | $(UV)
+	$(call job_env_archive,compaction,$@)
+
+package: install $(JAR) $(PACKAGE_ZIP) $(INGEST_ENV_ARCHIVE) $(COMPACT_ENV_ARCHIVE)  ## build the jar and both jobs' environment archives (build/ingestion-env.tar.gz, build/compaction-env.tar.gz) and print the flink run and spark-submit commands
+	@echo "Built $(JAR), $(INGEST_ENV_ARCHIVE) and $(COMPACT_ENV_ARCHIVE): each job ships its own Python environment"
+	@echo "(lakeflow inside), so the cluster's hosts need none. Settings and secrets come from the environment /"
+	@echo ".env.local, never from these command lines."
 	@echo
+	@echo "Ingestion, on the cluster of make cluster-up (FLINK_CONF_DIR under LAKEFLOW_HOME):"
 	@$(PY) -m lakeflow.ingest.submit
 	@echo
-	@echo "Next: run it with NUM_RECORDS=1000 in front (bounded; NUM_RECORDS=-1 streams until cancelled),"
-	@echo "      then make compact and make harvest (while the cluster runs)"
+	@echo "Compaction, on the cluster of make spark-up (ARGS of lakeflow compact, e.g. --master):"
+	@$(VENV)/bin/lakeflow compact --print-command $(ARGS)
+	@echo
+	@echo "Next: run the first with NUM_RECORDS=1000 in front (bounded; NUM_RECORDS=-1 streams until cancelled),"
+	@echo "      then the second, and make harvest (while the cluster runs)"
 
 # --- S3 jars (docs/s3.md): Maven resolves them from Maven Central ($MAVEN_REPO), checksums verified ---
 .PHONY: s3-jars sql-gateway-jar connector-jars
@@ -141,7 +164,7 @@ bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem
 compact: install  ## compact the raw table's JSON part files into Iceberg (engine auto: pyarrow or Spark local[2]; ARGS=--delete-source …)
 	$(VENV)/bin/lakeflow compact $(ARGS)
 
-spark-up: install $(PACKAGE_ZIP)  ## start a standalone Spark cluster from the pyspark wheel (master spark://127.0.0.1:$SPARK_MASTER_PORT, default 7077; one worker)
+spark-up: install  ## start a standalone Spark cluster from the pyspark wheel (master spark://127.0.0.1:$SPARK_MASTER_PORT, default 7077; one worker)
 	$(VENV)/bin/lakeflow spark up
 
 spark-down:  ## stop the standalone Spark cluster of make spark-up

@@ -80,7 +80,9 @@ def prometheus_reporter(port: int) -> dict[str, str]:
 
 class FlinkCluster:
     """One JobManager + one TaskManager under ``home`` (conf/, log/, pid/); ``conf`` goes into their
-    config.yaml, ``env`` into the environment they start with (e.g. an AWS profile's variables)."""
+    config.yaml, ``env`` into the environment they start with (e.g. an AWS profile's variables).
+    ``python`` (default the ingestion job's environment's) is first on their PATH and the default
+    Python of jobs (``python.executable``); a job shipping its environment (``-pyarch``) does not use it."""
 
     def __init__(
         self,
@@ -91,8 +93,10 @@ class FlinkCluster:
         conf: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
         lib_jars: Sequence[Path] = (),
+        python: Path | None = None,
     ) -> None:
         self.home = Path(home).resolve()
+        self.python = Path(python or ingestion_python())
         self._env = dict(env or {})
         self.lib_jars = tuple(Path(j).resolve() for j in lib_jars)  # on every JVM's classpath (lib/)
         self.rest_port = rest_port
@@ -113,8 +117,8 @@ class FlinkCluster:
             "taskmanager.memory.process.size": "1728m",
             "env.pid.dir": str(self.pid_dir),
             "env.log.dir": str(self.log_dir),
-            "python.executable": str(ingestion_python()),  # the ingestion job's environment
-            "python.client.executable": str(ingestion_python()),
+            "python.executable": str(self.python),
+            "python.client.executable": str(self.python),
             **dict(conf or {}),
         }
 
@@ -137,7 +141,7 @@ class FlinkCluster:
         return self._env_over({k: v for k, v in os.environ.items() if not is_secret_key(k)})
 
     def _env_over(self, base: Mapping[str, str]) -> dict[str, str]:
-        venv_bin = str(ingestion_python().parent)
+        venv_bin = str(self.python.parent)
         lib = {"FLINK_LIB_DIR": str(self.lib_dir)} if self.lib_jars else {}
         return {
             **base,

@@ -53,10 +53,21 @@ def default_master() -> str:
 
 class SparkCluster:
     """One master and one worker (``cores`` cores, ``memory`` for its executors) under ``home``.
-    Web UIs bind to 127.0.0.1 on ``webui_port`` (master) and a free port (worker); 0: a free port."""
+    Web UIs bind to 127.0.0.1 on ``webui_port`` (master) and a free port (worker); 0: a free port.
+    ``python`` (default this environment's) is first on the daemons' PATH and their PYSPARK_PYTHON:
+    a job shipping its environment (``--archives``) does not use it."""
 
-    def __init__(self, home: Path, port: int = 7077, webui_port: int = 0, cores: int = 2, memory: str = "1g") -> None:
+    def __init__(
+        self,
+        home: Path,
+        port: int = 7077,
+        webui_port: int = 0,
+        cores: int = 2,
+        memory: str = "1g",
+        python: Path | None = None,
+    ) -> None:
         self.home = Path(home).resolve()
+        self.python = Path(python or sys.executable)
         self.port = port
         self.cores = cores
         self.memory = memory
@@ -78,7 +89,7 @@ class SparkCluster:
 
     def daemon_env(self) -> dict[str, str]:
         """The daemons' environment: the caller's without its secret variables, Spark bound to
-        127.0.0.1, this virtualenv's Python for PySpark, the daemons' heaps bounded."""
+        127.0.0.1, :attr:`python` for PySpark, the daemons' heaps bounded."""
         env = {k: v for k, v in os.environ.items() if not is_secret_key(k)}
         return {
             **env,
@@ -86,8 +97,8 @@ class SparkCluster:
             "SPARK_CONF_DIR": str(self.conf_file.parent),
             "SPARK_LOCAL_IP": HOST,
             "SPARK_DAEMON_MEMORY": "256m",
-            "PYSPARK_PYTHON": sys.executable,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+            "PYSPARK_PYTHON": str(self.python),
+            "PATH": f"{self.python.parent}{os.pathsep}{env.get('PATH', '')}",
         }
 
     def start(self, timeout: float = 90.0) -> None:

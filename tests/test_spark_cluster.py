@@ -30,7 +30,7 @@ from tests.test_compaction_s3 import JOB_FLAGS, Lakehouse, check_compacted, lake
 SECRET = "tok-spark-cluster-test"
 
 
-def test_print_command_aims_at_the_spark_up_cluster_with_the_package(tmp_path: Path) -> None:
+def test_print_command_aims_at_the_spark_up_cluster_with_the_jobs_environment(tmp_path: Path) -> None:
     home = make_home(tmp_path)
     env = {**home.env, "SPARK_MASTER_PORT": "17123", "TOKEN": SECRET}
     printed = subprocess.run([sys.executable, "-m", "lakeflow.cli", "compact", "--print-command", "--delete-source"],
@@ -38,8 +38,10 @@ def test_print_command_aims_at_the_spark_up_cluster_with_the_package(tmp_path: P
     assert printed.returncode == 0, printed.stderr
     command = shlex.split(printed.stdout)
     assert command[0].endswith("pyspark/bin/spark-submit") and command[1:3] == ["--master", "spark://127.0.0.1:17123"]
-    assert command[command.index("--py-files") + 1] == str(PACKAGE_ZIP)
-    assert f"spark.pyspark.python={sys.executable}" in command and "spark.ui.enabled=false" in command
+    assert command[command.index("--archives") + 1] == f"{REPO / 'build' / 'compaction-env.tar.gz'}#env"
+    assert "spark.pyspark.python=./env/bin/python" in command and "spark.ui.enabled=false" in command
+    assert f"spark.pyspark.driver.python={REPO / 'build' / 'envs' / 'compaction' / 'bin' / 'python'}" in command
+    assert "--py-files" not in command  # lakeflow is inside the environment
     assert command[-2:] == [str(REPO / "jobs" / "compact.py"), "--delete-source"]
     assert SECRET not in printed.stdout + printed.stderr
 

@@ -3,8 +3,10 @@
 The job is a PySpark driver that starts Spark only when its engine is ``spark``
 (:mod:`lakeflow.compaction.engine`): here, run in this process, through PySpark's own launcher
 given the spark-submit options in ``PYSPARK_SUBMIT_ARGS``; on a cluster through ``spark-submit
---py-files build/lakeflow.zip jobs/compact.py`` (``--print-command``). Small batches (the ``arrow``
-engine) start no JVM at all. Only non-secret flags go on either command line; the job reads
+--archives build/compaction-env.tar.gz#env jobs/compact.py`` (``--print-command``): the compaction
+job's environment, lakeflow inside, travels with the job (``make package``), its Python runs the
+executors' Python workers, and the unpacked ``build/envs/compaction`` the driver. Small batches (the
+``arrow`` engine) start no JVM at all. Only non-secret flags go on either command line; the job reads
 settings and credentials from the environment (inherited) and ``.env.local`` inside the driver.
 """
 
@@ -26,7 +28,9 @@ from lakeflow.runtime.homes import spark_home
 EXIT_ERROR = 2  # as lakeflow.compaction.run's (not imported here: it loads pyiceberg)
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "jobs" / "compact.py"
-PACKAGE_ZIP = REPO / "build" / "lakeflow.zip"  # the lakeflow package for spark-submit --py-files (make package)
+ENV_ARCHIVE = REPO / "build" / "compaction-env.tar.gz"  # the compaction job's environment (make package)
+DRIVER_ENV = REPO / "build" / "envs" / "compaction"  # the same environment unpacked: the driver's (client mode)
+ENV_DIR = "env"  # the folder --archives unpacks the archive into, in each executor's working directory
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--print-command",
         action="store_true",
-        help="print the spark-submit command for a cluster (--py-files build/lakeflow.zip) and exit",
+        help="print the spark-submit command for a cluster (the job's environment as --archives "
+        "build/compaction-env.tar.gz of make package) and exit",
     )
     p.add_argument(
         "--every",
@@ -95,9 +100,18 @@ def submit_command(job_args: Sequence[str], options: Sequence[str]) -> list[str]
 
 
 def cluster_options(options: Sequence[str]) -> list[str]:
-    """``options`` for a spark-submit of ``jobs/compact.py`` outside this process: the lakeflow
-    package as ``--py-files`` and this virtualenv's Python for the driver (and any Python worker)."""
-    return [*options, "--py-files", str(PACKAGE_ZIP), "--conf", f"spark.pyspark.python={sys.executable}"]
+    """``options`` for a spark-submit of ``jobs/compact.py`` on a cluster whose hosts have no Python
+    packages: the compaction job's environment as ``--archives`` (``env/bin/python`` for the
+    executors' Python workers) and its unpacked copy's Python for the driver."""
+    return [
+        *options,
+        "--archives",
+        f"{ENV_ARCHIVE}#{ENV_DIR}",
+        "--conf",
+        f"spark.pyspark.python=./{ENV_DIR}/bin/python",
+        "--conf",
+        f"spark.pyspark.driver.python={DRIVER_ENV / 'bin' / 'python'}",
+    ]
 
 
 def run_job(job_args: Sequence[str], options: Sequence[str]) -> int:
@@ -134,8 +148,8 @@ def _compact(args: argparse.Namespace) -> int:
         from lakeflow.spark_cluster import default_master
 
         options = cluster_options(spark_options(args.master or default_master(), args.spark_conf, args.jars))
-        if not PACKAGE_ZIP.is_file():
-            print(f"lakeflow compact: {PACKAGE_ZIP} is not built yet: make package", file=sys.stderr)
+        if not ENV_ARCHIVE.is_file():
+            print(f"lakeflow compact: {ENV_ARCHIVE} is not built yet: make package", file=sys.stderr)
         print(shlex.join(submit_command(job_argv(args), options)))
         return 0
     options = spark_options(args.master, args.spark_conf, args.jars)

@@ -94,7 +94,7 @@ def flink_version() -> str:
     except PackageNotFoundError:
         pass
     try:
-        return next(distributions(name="apache-flink", path=[str(flink_home().parent)])).version
+        return next(iter(distributions(name="apache-flink", path=[str(flink_home().parent)]))).version
     except (FileNotFoundError, StopIteration):
         raise JarsUnavailable("apache-flink is installed neither here nor in .venv-flink: make install") from None
 
