@@ -75,7 +75,7 @@ jar: $(JAR)  ## build the Flink JSON-array bulk writer jar
 FRESH_CLONE = $(if $(or $(NUM_RECORDS),$(wildcard $(or $(LAKEFLOW_ENV_FILE),.env.local))),,yes)
 DEMO_RECORDS = $(if $(FRESH_CLONE),NUM_RECORDS=1000 $(if $(BATCH_SIZE),,BATCH_SIZE=50) $(if $(BATCH_INTERVAL_MS),,BATCH_INTERVAL_MS=1000))
 
-run: install  ## run the sensor ingestion job (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings at 50/s; duration: docs/benchmarks.md)
+run: install  ## run the sensor ingestion job with the ingestion environment's Python, .venv-flink (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings at 50/s; duration: docs/benchmarks.md)
 	$(DEMO_RECORDS) $(INGEST_PY) jobs/sensor_ingest.py $(ARGS)
 
 test: install lint $(PACKAGE_ZIP) $(INGEST_ENV_ARCHIVE) $(COMPACT_ENV_ARCHIVE) s3-jars sql-gateway-jar spark-cds  ## lint, then the test suite (real Flink + SQL Gateway, Spark, moto; zip, job environment archives and jars built/fetched first; duration: docs/benchmarks.md)
@@ -89,7 +89,7 @@ lint: install  ## ruff (lint + format check) and mypy on lakeflow/ and jobs/ (se
 test-fast: install  ## the tests not marked slow: they start no JVM (tests/jvm_guard.py fails one that does)
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
 
-clean:  ## remove build output (keeps .venv and .lakeflow)
+clean:  ## remove build output, the jobs' environment archives and build/tools included (keeps .venv, .venv-flink and .lakeflow)
 	rm -rf build dist *.egg-info
 
 demo: install $(JAR) $(PACKAGE_ZIP)  ## the whole chain, bounded, in one command: Flink cluster, flink run, compact, harvest, query (lakeflow demo; state in $LAKEFLOW_HOME/demo)

@@ -135,7 +135,7 @@ def run(home: Path, records: int = RECORDS) -> int:
 def prerequisites() -> Path:
     """The helpers jar (``make package`` builds it with the zipped package); Graphviz for the page."""
     from lakeflow.ingest import IngestError
-    from lakeflow.ingest.sink import jar_path
+    from lakeflow.ingest.helpers_jar import jar_path
     from lakeflow.ingest.submit import PACKAGE_ZIP
     from lakeflow.lineage.render import RenderError, require_dot
 

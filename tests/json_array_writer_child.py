@@ -17,7 +17,7 @@ def _serve() -> None:
     from pyflink.java_gateway import get_gateway
     from pyflink.util.java_utils import add_jars_to_context_class_loader
 
-    from lakeflow.ingest.sink import jar_path
+    from lakeflow.ingest.helpers_jar import jar_path
 
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # whatever PyFlink prints goes to stderr, never into the answers

@@ -114,7 +114,7 @@ def ingest_job(flink_cluster, tmp_path_factory):
     """lakeflow's own ingestion job (jobs/sensor_ingest.py), packaged and run bounded on the cluster."""
     root = Path(__file__).resolve().parents[1]
     home = tmp_path_factory.mktemp("harvest-ingest")
-    subprocess.run(["make", "-s", "package"], cwd=root, check=True, capture_output=True, timeout=300)
+    subprocess.run(["make", "-s", "package"], cwd=root, check=True, capture_output=True, timeout=3000)
     env = {k: v for k, v in os.environ.items() if k not in ("LAKEKEEPER", "WAREHOUSE_ID", "TOKEN")}
     env.update(LAKEFLOW_HOME=str(home), LAKEFLOW_ENV_FILE="/dev/null", NUM_SENSORS="2", NUM_RECORDS="40",
                BATCH_SIZE="20", BATCH_INTERVAL_MS="300", LAKEFLOW_JAR=str(root / "build" / "lakeflow-flink.jar"))

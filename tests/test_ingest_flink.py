@@ -115,7 +115,7 @@ def cluster_run(flink_cluster, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """``make package``, then ``flink run`` of the packaged job against the standalone cluster."""
     home = tmp_path_factory.mktemp("ingest-cluster")
     started = time.time()
-    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=3000)
     proc = flink_cluster.flink(packaged_job_args(), env=packaged_job_env(home), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return Run(home, proc.stdout, proc.stderr, started)

@@ -345,7 +345,7 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
     topic, run_id = f"harvest-readings-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
     kafka_broker.create_topic(topic)
     kafka_broker.produce(topic, [json.dumps(reading(run_id, seq)) for seq in range(40)] + ["{"])
-    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=3000)
     ingest = KafkaIngest(kafka_broker, home, topic, run_id)
     env = {**ingest.env(), "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar")}
     py = INGEST_PY

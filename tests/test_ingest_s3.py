@@ -54,7 +54,7 @@ SDK_BUFFER_S = 15  # the AWS SDK for Java re-runs a credential process this long
 @pytest.fixture(scope="module")
 def packaged() -> None:
     """``make package`` (build/lakeflow-flink.jar + build/lakeflow.zip), once for the module."""
-    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=3000)
 
 
 def job_env(lakekeeper, home: Path, **extra: str) -> dict[str, str]:

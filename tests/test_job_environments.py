@@ -30,7 +30,7 @@ from lakeflow.compaction.config import load_config
 from lakeflow.compaction.engine import engine_for, submitted_master
 from lakeflow.flink_cluster import FlinkCluster
 from lakeflow.spark_cluster import SparkCluster
-from tests.envs import INGEST_PY
+from tests.envs import INGEST_PY, bare_venv
 from tests.fixtures_compaction import make_home
 from tests.fixtures_servers import free_port
 
@@ -121,9 +121,7 @@ def test_the_run_config_compacts_with_spark_on_a_cluster_and_auto_on_one_machine
 @pytest.fixture(scope="module")
 def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Python 3.11 venv without packages (what a cluster host has)."""
-    venv = tmp_path_factory.mktemp("bare") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    return venv / "bin" / "python"
+    return bare_venv(tmp_path_factory.mktemp("bare"))
 
 
 def bare_env(bare_python: Path, **extra: str) -> dict[str, str]:

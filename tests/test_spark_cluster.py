@@ -1,7 +1,8 @@
 """The compaction job on a real standalone Spark cluster (``lakeflow.spark_cluster``: a master and
 a worker from the pyspark wheel), one cluster for the slow tests: ``lakeflow compact --master
 spark://…`` on the embedded catalog; the spark-submit command ``--print-command`` prints, run as it
-is (``--py-files build/lakeflow.zip``) on moto S3 with IAM enforced; an executor JVM killed
+is (the job's environment ``--archives build/compaction-env.tar.gz``; the daemons have only a bare
+Python on PATH) on moto S3 with IAM enforced; an executor JVM killed
 mid-task (the ``executor-kill`` chaos scenario, one cycle) — every reading exactly once in the
 Iceberg table each time. Fast: what ``--print-command`` prints by default.
 """
@@ -17,8 +18,9 @@ from typing import Iterator
 import pytest
 import requests
 
-from lakeflow.compaction.commands import PACKAGE_ZIP
+from lakeflow.compaction.commands import ENV_ARCHIVE
 from lakeflow.spark_cluster import SparkCluster
+from tests.envs import bare_venv
 from tests.fixtures_servers import free_port
 from tests.chaos.compaction_faults import DAY, table_keys
 from tests.chaos.spark_faults import executor_kill
@@ -48,8 +50,10 @@ def test_print_command_aims_at_the_spark_up_cluster_with_the_jobs_environment(tm
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    """One cluster for the module, started from an environment holding a secret variable."""
-    spark = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), port=free_port(), cores=2, memory="1g")
+    """One cluster for the module, started from an environment holding a secret variable, its daemons
+    with a bare Python (no packages) first on PATH."""
+    folder = tmp_path_factory.mktemp("spark-cluster")
+    spark = SparkCluster(folder, port=free_port(), cores=2, memory="1g", python=bare_venv(folder))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TOKEN", SECRET)
         spark.start()
@@ -92,23 +96,24 @@ def test_compact_on_the_cluster(cluster: SparkCluster, tmp_path: Path) -> None:
 def test_the_printed_spark_submit_command_runs_as_it_is_on_s3(cluster: SparkCluster, lakehouse: Lakehouse,
                                                               s3a_jars: list[Path], tmp_path: Path) -> None:
     """The documented route on moto S3 with IAM (tests/test_compaction_s3.py's lakehouse): the
-    printed command, given the S3A jars, as it is; the executors get the package and no secret."""
-    subprocess.run(["make", "-s", "-C", str(REPO), str(PACKAGE_ZIP.relative_to(REPO))], check=True, timeout=300)
+    printed command, given the S3A jars, as it is; the executors get the job's environment and no secret."""
+    subprocess.run(["make", "-s", "-C", str(REPO), str(ENV_ARCHIVE.relative_to(REPO))], check=True, timeout=3000)
     report = tmp_path / "report.json"
     printed = subprocess.run([LAKEFLOW, "compact", "--engine", "spark", "--master", cluster.master_url, "--jars",
                               ",".join(map(str, s3a_jars)), "--report", str(report), *JOB_FLAGS, "--print-command"],
                              env=lakehouse.env, cwd=lakehouse.home.parent, capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0, printed.stderr
     command = printed.stdout.strip()
-    assert f"--master {cluster.master_url}" in command and f"--py-files {PACKAGE_ZIP}" in command
+    assert f"--master {cluster.master_url}" in command and f"--archives {ENV_ARCHIVE}#env" in command
     apps_before = set(cluster.work_dir.glob("app-*"))
     done = subprocess.run(["bash", "-c", command], env=lakehouse.env, cwd=lakehouse.home.parent, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     check_compacted(lakehouse, "spark", report)  # every reading once, each table's credentials its own
     (app,) = set(cluster.work_dir.glob("app-*")) - apps_before
-    assert list(app.glob("*/lakeflow.zip")), "the executor did not get --py-files"
-    executor_files = [p for p in app.rglob("*") if p.is_file() and p.suffix not in (".jar", ".zip")]
+    assert list(app.glob("*/env/bin/python")), "the executor did not get the job's environment"
+    executor_files = [p for p in app.rglob("*") if p.is_file() and p.suffix not in (".jar", ".zip", ".gz")
+                      and "env" not in p.relative_to(app).parts[1:2]]
     assert any("Running task" in p.read_text(errors="replace") for p in executor_files)
     # the executors' logs start with their launch command: the vended credentials are not there
     lakehouse.assert_no_secret(command + done.stdout + done.stderr

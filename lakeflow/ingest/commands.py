@@ -121,7 +121,7 @@ def _up(args: argparse.Namespace) -> int:
     from lakeflow.aws_profile import ProfileError, renewal_note
     from lakeflow.flink_cluster import PROMETHEUS_PORTS, FlinkCluster, prometheus_reporter
     from lakeflow.ingest import IngestError
-    from lakeflow.ingest.sink import jar_path
+    from lakeflow.ingest.helpers_jar import jar_path
     from lakeflow.ingest.storage import cluster_storage
     from lakeflow.lineage.config import HarvestEnv
     from lakeflow.lineage.native import listener_conf

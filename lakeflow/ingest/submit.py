@@ -88,7 +88,7 @@ def main() -> int:
     except SettingsError as exc:
         print(f"make package: {exc}", file=sys.stderr)
         return 2
-    from lakeflow.ingest.sink import JAR_NAME
+    from lakeflow.ingest.helpers_jar import JAR_NAME
 
     if not ENV_ARCHIVE.is_file():
         print(f"make package: {ENV_ARCHIVE} is not built yet", file=sys.stderr)
