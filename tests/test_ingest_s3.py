@@ -41,7 +41,7 @@ from tests.fixtures_flink import packaged_job_args
 from tests.fixtures_lakekeeper import env_for, settings_for
 from tests.fixtures_servers import free_port
 from tests.sink_layout import assert_sink_path
-from tests.envs import INGEST_PY
+from tests.envs import INGEST_PY, bare_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "jobs" / "sensor_ingest.py"
@@ -53,7 +53,7 @@ SDK_BUFFER_S = 15  # the AWS SDK for Java re-runs a credential process this long
 
 @pytest.fixture(scope="module")
 def packaged() -> None:
-    """``make package`` (build/lakeflow-flink.jar + build/lakeflow.zip), once for the module."""
+    """``make package`` (build/lakeflow-flink.jar, the jobs' environment archives), once for the module."""
     subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=3000)
 
 
@@ -199,9 +199,10 @@ def test_flink_run_on_a_cluster_holding_the_tables_settings(make_lakekeeper, mot
     settings = settings_for(lakekeeper, LAKEFLOW_HOME=str(tmp_path))
     storage = cluster_storage(settings, tmp_path / "aws")  # what `lakeflow flink up` starts with
     location = storage.handle.location
-    cluster = make_flink_cluster(conf=storage.conf, env=storage.env())
+    # the daemons with a bare Python first on PATH: the job brings its environment (-pyarch)
+    cluster = make_flink_cluster(conf=storage.conf, env=storage.env(), python=bare_venv(tmp_path))
     started = time.time()
-    done = cluster.flink(packaged_job_args("--parallelism", "2"), env=job_env(lakekeeper, tmp_path), timeout=300)
+    done = cluster.flink(packaged_job_args("--parallelism", "2"), env=job_env(lakekeeper, tmp_path), timeout=600)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     check_table(lakekeeper, location, output, started)

@@ -104,7 +104,9 @@ def test_the_printed_spark_submit_command_runs_as_it_is_on_s3(cluster: SparkClus
                              env=lakehouse.env, cwd=lakehouse.home.parent, capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0, printed.stderr
     command = printed.stdout.strip()
-    assert f"--master {cluster.master_url}" in command and f"--archives {ENV_ARCHIVE}#env" in command
+    argv = shlex.split(command)
+    assert argv[argv.index("--master") + 1] == cluster.master_url
+    assert argv[argv.index("--archives") + 1] == f"{ENV_ARCHIVE}#env"
     apps_before = set(cluster.work_dir.glob("app-*"))
     done = subprocess.run(["bash", "-c", command], env=lakehouse.env, cwd=lakehouse.home.parent, capture_output=True,
                           text=True, timeout=600)
