@@ -1,37 +1,72 @@
-# lakeflow — every target installs what it needs first (a virtualenv in .venv).
+# lakeflow — every target installs what it needs first. Two locked environments (docs/environments.md):
+#   .venv        the development one: the compaction job's environment (envs/compaction) + the test
+#                tools (envs/dev/requirements.txt) + lakeflow (editable); the `lakeflow` command
+#   .venv-flink  the ingestion job's environment (envs/ingestion/requirements.txt) + lakeflow
+#                (editable): runs jobs/sensor_ingest.py; its pyflink is the Flink that `lakeflow flink up` starts
+# uv (pinned, in build/tools with venv-pack) installs each exactly as locked.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
+INGEST_VENV ?= .venv-flink
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+INGEST_PY := $(INGEST_VENV)/bin/python
+UV_VERSION := 0.13.8
+VENV_PACK_VERSION := 0.2.0
+TOOLS := build/tools
+UV := $(TOOLS)/bin/uv
+UV_COMPILE = $(UV) pip compile -q pyproject.toml --generate-hashes --python-version 3.11 \
+	--python-platform x86_64-manylinux_2_28 --no-header --annotation-style line
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml envs/dev/requirements.txt | cksum | cut -d' ' -f1)
+INGEST_STAMP := $(INGEST_VENV)/.installed-$(shell cat pyproject.toml envs/ingestion/requirements.txt | cksum | cut -d' ' -f1)
 JAR := build/lakeflow-flink.jar
 PACKAGE_ZIP := build/lakeflow.zip
+INGEST_ENV_ARCHIVE := build/ingestion-env.tar.gz
+COMPACT_ENV_ARCHIVE := build/compaction-env.tar.gz
 JAVA_SRC := $(shell find java -name '*.java' 2>/dev/null)
 KAFKA_CONNECTOR_DIR := build/jars/flink-sql-connector-kafka-5.0.0-2.2
-PYFLINK_DIR = $(shell $(PY) -c 'import pyflink, os; print(os.path.dirname(pyflink.__file__))')
+PYFLINK_DIR = $(shell $(INGEST_PY) -c 'import pyflink, os; print(os.path.dirname(pyflink.__file__))')
 
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
 .PHONY: help install run demo test test-prereqs maven lint test-fast jar package cluster-up cluster-down flink-plugins \
-        compact harvest stack bench-ingest bench-compact bench-longrun bench-harvest chaos clean
+        compact harvest stack bench-ingest bench-compact bench-longrun bench-harvest chaos clean lock
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
-$(STAMP):
-	@test -x $(PY) || command -v $(PYTHON) >/dev/null || { echo "prerequisite missing: $(PYTHON) not found; lakeflow needs Python 3.11 (and Linux): install it and name it, e.g. make run PYTHON=python3.11" >&2; exit 1; }
-	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) lakeflow/prereqs.py
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+$(UV):
+	@command -v $(PYTHON) >/dev/null || { echo "prerequisite missing: $(PYTHON) not found; lakeflow needs Python 3.11 (and Linux): install it and name it, e.g. make run PYTHON=python3.11" >&2; exit 1; }
+	@$(PYTHON) lakeflow/prereqs.py
+	rm -rf $(TOOLS) && $(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION) venv-pack==$(VENV_PACK_VERSION)
+
+# A venv ($1) holding exactly the lock file $2 (uv pip sync), then lakeflow editable ($3: -e) or not.
+define locked_venv
+	@test -x $(1)/bin/python || $(PYTHON) -m venv --without-pip $(4) $(1)
+	$(UV) pip sync -q --python $(1)/bin/python $(2)
+	$(UV) pip install -q --python $(1)/bin/python --no-deps $(3) .
+endef
+
+$(STAMP): | $(UV)
+	$(call locked_venv,$(VENV),envs/dev/requirements.txt,-e)
 	@rm -f $(VENV)/.installed-* && touch $@
 
-install: $(STAMP) $(if $(JAVA_SRC),$(JAR))  ## create .venv and install lakeflow with its test extras
+$(INGEST_STAMP): | $(UV)
+	$(call locked_venv,$(INGEST_VENV),envs/ingestion/requirements.txt,-e)
+	@rm -f $(INGEST_VENV)/.installed-* && touch $@
+
+lock: $(UV)  ## re-resolve the lock files envs/{ingestion,compaction,dev}/requirements.txt from pyproject.toml's extras
+	$(UV_COMPILE) --extra ingest -o envs/ingestion/requirements.txt
+	$(UV_COMPILE) --extra compact -o envs/compaction/requirements.txt
+	$(UV_COMPILE) --extra compact --extra test -c envs/compaction/requirements.txt -o envs/dev/requirements.txt
+
+install: $(STAMP) $(INGEST_STAMP) $(if $(JAVA_SRC),$(JAR))  ## create .venv (compaction env + test tools + lakeflow) and .venv-flink (ingestion env + lakeflow), each as locked
 
 # KafkaMessages is compiled against Flink's Kafka connector (fetched once, checksums verified);
 # only a job with SOURCE=kafka loads it, with the connector beside it.
-$(JAR): $(STAMP) $(JAVA_SRC)
+$(JAR): $(STAMP) $(INGEST_STAMP) $(JAVA_SRC)
 	@mkdir -p build/classes
 	$(VENV)/bin/lakeflow jars kafka-connector
 	javac -nowarn --release 11 -d build/classes -cp '$(PYFLINK_DIR)/lib/*:$(PYFLINK_DIR)/opt/*:$(KAFKA_CONNECTOR_DIR)/*' $(JAVA_SRC)
@@ -44,10 +79,10 @@ jar: $(JAR)  ## build the Flink JSON-array bulk writer jar
 FRESH_CLONE = $(if $(or $(NUM_RECORDS),$(wildcard $(or $(LAKEFLOW_ENV_FILE),.env.local))),,yes)
 DEMO_RECORDS = $(if $(FRESH_CLONE),NUM_RECORDS=1000 $(if $(BATCH_SIZE),,BATCH_SIZE=50) $(if $(BATCH_INTERVAL_MS),,BATCH_INTERVAL_MS=1000))
 
-run: install  ## run the sensor ingestion job (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings at 50/s; duration: docs/benchmarks.md)
-	$(DEMO_RECORDS) $(PY) jobs/sensor_ingest.py $(ARGS)
+run: install  ## run the sensor ingestion job with the ingestion environment's Python, .venv-flink (reads .env.local; a fresh clone: embedded local catalog, 1,000 readings at 50/s; duration: docs/benchmarks.md)
+	$(DEMO_RECORDS) $(INGEST_PY) jobs/sensor_ingest.py $(ARGS)
 
-test: test-prereqs install lint maven $(PACKAGE_ZIP) s3-jars sql-gateway-jar spark-cds  ## the Debian packages the tests use, lint, then the test suite (real Flink + SQL Gateway, Spark, moto; Maven, zip and jars fetched/built first; duration: docs/benchmarks.md)
+test: test-prereqs install lint maven $(PACKAGE_ZIP) $(INGEST_ENV_ARCHIVE) $(COMPACT_ENV_ARCHIVE) s3-jars sql-gateway-jar spark-cds  ## the Debian packages the tests use, lint, then the test suite (real Flink + SQL Gateway, Spark, moto; Maven, zip, job environment archives and jars fetched/built first; duration: docs/benchmarks.md)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-prereqs:  ## install the Debian packages the tests use when missing: chromium, postgresql, prometheus, prometheus-pushgateway (as root or with sudo; else says what to run)
@@ -64,7 +99,7 @@ lint: install  ## ruff (lint + format check) and mypy on lakeflow/ and jobs/ (se
 test-fast: install  ## the unit tests (tests/unit/): no JVM, no subprocess (tests/unit/conftest.py fails one that starts a process)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-clean:  ## remove build output (keeps .venv and .lakeflow)
+clean:  ## remove build output, the jobs' environment archives and build/tools included (keeps .venv, .venv-flink and .lakeflow)
 	rm -rf build dist *.egg-info
 
 demo: install $(JAR) $(PACKAGE_ZIP)  ## the whole chain, bounded, in one command: Flink cluster, flink run, compact, harvest, query (lakeflow demo; state in $LAKEFLOW_HOME/demo); SOURCE=kafka: from a local Kafka broker's topic
@@ -82,14 +117,37 @@ $(PACKAGE_ZIP): $(STAMP) $(shell find lakeflow -name '*.py')
 	@mkdir -p build
 	$(PY) -c 'import pathlib, zipfile; z = zipfile.ZipFile("$@", "w", zipfile.ZIP_DEFLATED); [z.write(p) for p in sorted(pathlib.Path("lakeflow").rglob("*.py"))]; z.close()'
 
-package: $(JAR) $(PACKAGE_ZIP)  ## build what `flink run` needs (jar + zipped lakeflow) and print the command
-	@echo "Built $(JAR) and $(PACKAGE_ZIP). Submit to the cluster of make cluster-up (FLINK_CONF_DIR under LAKEFLOW_HOME);"
-	@echo "settings and secrets come from the environment / .env.local, never from this command line:"
+# A job's environment for the cluster: a venv (Python copied in, lakeflow installed non-editable) of
+# exactly its lock file, packed by venv-pack into the archive `flink run -pyarch` / `spark-submit
+# --archives` ship to every host; the unpacked venv stays in build/envs/<job> (the driver's Python).
+LAKEFLOW_SRC := pyproject.toml $(shell find lakeflow -name '*.py')
+define job_env_archive
+	rm -rf build/envs/$(1) $(2) && mkdir -p build/envs
+	$(PYTHON) -m venv --copies --without-pip build/envs/$(1)
+	$(UV) pip sync -q --python build/envs/$(1)/bin/python envs/$(1)/requirements.txt
+	$(UV) pip install -q --python build/envs/$(1)/bin/python --no-deps --reinstall-package lakeflow .
+	$(TOOLS)/bin/venv-pack -q --compress-level 1 -p build/envs/$(1) -o $(2)
+endef
+
+$(INGEST_ENV_ARCHIVE): envs/ingestion/requirements.txt $(LAKEFLOW_SRC) | $(UV)
+	$(call job_env_archive,ingestion,$@)
+
+$(COMPACT_ENV_ARCHIVE): envs/compaction/requirements.txt $(LAKEFLOW_SRC) | $(UV)
+	$(call job_env_archive,compaction,$@)
+
+package: install $(JAR) $(PACKAGE_ZIP) $(INGEST_ENV_ARCHIVE) $(COMPACT_ENV_ARCHIVE)  ## build the jar and both jobs' environment archives (build/ingestion-env.tar.gz, build/compaction-env.tar.gz) and print the flink run and spark-submit commands
+	@echo "Built $(JAR), $(INGEST_ENV_ARCHIVE) and $(COMPACT_ENV_ARCHIVE): each job ships its own Python environment"
+	@echo "(lakeflow inside), so the cluster's hosts need none. Settings and secrets come from the environment /"
+	@echo ".env.local, never from these command lines."
 	@echo
+	@echo "Ingestion, on the cluster of make cluster-up (FLINK_CONF_DIR under LAKEFLOW_HOME):"
 	@$(VENV)/bin/lakeflow flink-command
 	@echo
-	@echo "Next: run it with NUM_RECORDS=1000 in front (bounded; NUM_RECORDS=-1 streams until cancelled),"
-	@echo "      then make compact and make harvest (while the cluster runs)"
+	@echo "Compaction, on the cluster of make spark-up (ARGS of lakeflow compact, e.g. --master):"
+	@$(VENV)/bin/lakeflow compact --print-command $(ARGS)
+	@echo
+	@echo "Next: run the first with NUM_RECORDS=1000 in front (bounded; NUM_RECORDS=-1 streams until cancelled),"
+	@echo "      then the second, and make harvest (while the cluster runs)"
 
 # --- S3 jars (docs/s3.md): Maven resolves them from Maven Central ($MAVEN_REPO), checksums verified ---
 .PHONY: s3-jars sql-gateway-jar connector-jars kafka-broker
@@ -109,9 +167,9 @@ kafka-broker: install  ## Apache Kafka's jars into build/jars/ (the local broker
 flink-plugins: install  ## flink-s3-fs-hadoop of the wheel's Flink version into its plugins/s3-fs-hadoop/ (cached in build/jars/)
 	$(VENV)/bin/lakeflow jars flink
 
-bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem/json sink; time to the first file of make run; then from a Kafka topic vs Flink's kafka → filesystem/json SQL job
-	$(PY) bench/bench_ingest.py $(ARGS)
-	$(PY) bench/bench_ingest_kafka.py $(KAFKA_BENCH_ARGS)
+bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem/json sink; time to the first file of make run; then from a Kafka topic vs Flink's kafka → filesystem/json SQL job (in .venv-flink)
+	$(INGEST_PY) bench/bench_ingest.py $(ARGS)
+	$(INGEST_PY) bench/bench_ingest_kafka.py $(KAFKA_BENCH_ARGS)
 
 # --- compaction (docs/compaction.md) --------------------------------------------------------
 .PHONY: s3a-jars spark-up spark-down spark-cds
@@ -119,7 +177,7 @@ bench-ingest: install  ## ingestion throughput vs Flink's datagen → filesystem
 compact: install  ## compact the raw table's JSON part files into Iceberg (engine auto: pyarrow or Spark local[2]; ARGS=--delete-source …)
 	$(VENV)/bin/lakeflow compact $(ARGS)
 
-spark-up: install $(PACKAGE_ZIP)  ## start a standalone Spark cluster from the pyspark wheel (master spark://127.0.0.1:$SPARK_MASTER_PORT, default 7077; one worker)
+spark-up: install  ## start a standalone Spark cluster from the pyspark wheel (master spark://127.0.0.1:$SPARK_MASTER_PORT, default 7077; one worker)
 	$(VENV)/bin/lakeflow spark up
 
 spark-down:  ## stop the standalone Spark cluster of make spark-up

@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lakeflow.runtime.flink_cluster import FlinkCluster  # noqa: E402
-from lakeflow.secret import is_secret_key
+from lakeflow.runtime.homes import ingestion_python  # noqa: E402
+from lakeflow.secret import is_secret_key  # noqa: E402
 from tests.support.fixtures_servers import free_port  # noqa: E402
 
 REAL_JOBS = 25
@@ -138,7 +139,7 @@ def real_cluster(work: Path, keep: bool) -> Iterator[str]:
 
 
 def submit(cluster: FlinkCluster, work: Path) -> None:
-    py = sys.executable
+    py = str(ingestion_python())
     t0 = time.monotonic()
     proc = cluster.flink(["run", "-d", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "tests" / "harvest_jobs"),
                           "-py", str(ROOT / "bench" / "harvest_jobs.py"), str(work), (work / "catalog").as_uri()],

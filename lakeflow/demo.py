@@ -202,7 +202,7 @@ def kafka_environment(topic: Topic) -> dict[str, str]:
 def prerequisites() -> Path:
     """The helpers jar (``make package`` builds it with the zipped package)."""
     from lakeflow.ingest import IngestError
-    from lakeflow.ingest.sink import jar_path
+    from lakeflow.ingest.helpers_jar import jar_path
     from lakeflow.ingest.submit import PACKAGE_ZIP
 
     try:

@@ -3,7 +3,7 @@ and the command, which calls the job's pipeline (``compact()`` of jobs/compact.p
 
 The job starts Spark only when its engine is ``spark`` (:mod:`lakeflow.compaction.engine`): here
 through PySpark's own launcher, given ``--master``/``--spark-conf``/``--jars`` as spark-submit
-options; on a cluster through ``spark-submit --py-files build/lakeflow.zip jobs/compact.py``
+options; on a cluster through ``spark-submit --archives build/compaction-env.tar.gz#env jobs/compact.py``
 (``--print-command``). Small batches (the ``arrow`` engine) start no JVM at all. Only non-secret flags
 go on either command line; the job reads settings and credentials from the environment and
 ``.env.local`` inside the driver.
@@ -71,7 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--print-command",
         action="store_true",
-        help="print the spark-submit command for a cluster (--py-files build/lakeflow.zip) and exit",
+        help="print the spark-submit command for a cluster (the job's environment as --archives "
+        "build/compaction-env.tar.gz of make package) and exit",
     )
     p.add_argument(
         "--every",
@@ -220,7 +221,7 @@ def run_once(options: CompactOptions, spark_options: Sequence[str]) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    from lakeflow.compaction.launch import JOB, PACKAGE_ZIP, cluster_options, spark_options, submit_command
+    from lakeflow.compaction.launch import ENV_ARCHIVE, JOB, cluster_options, spark_options, submit_command
 
     if not JOB.is_file():
         print(f"lakeflow compact: {JOB} not found: run from a lakeflow checkout (pip install -e .)", file=sys.stderr)
@@ -240,8 +241,8 @@ def _compact(args: argparse.Namespace) -> int:
         from lakeflow.cli.spark import default_master
 
         launch = cluster_options(spark_options(args.master or default_master(), args.spark_conf, args.jars))
-        if not PACKAGE_ZIP.is_file():
-            print(f"lakeflow compact: {PACKAGE_ZIP} is not built yet: make package", file=sys.stderr)
+        if not ENV_ARCHIVE.is_file():
+            print(f"lakeflow compact: {ENV_ARCHIVE} is not built yet: make package", file=sys.stderr)
         print(shlex.join(submit_command(job_argv(options), launch)))
         return 0
     launch = spark_options(args.master, args.spark_conf, args.jars)

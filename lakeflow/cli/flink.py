@@ -124,7 +124,7 @@ def _flink(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from lakeflow.aws_profile import ProfileError, renewal_note
     from lakeflow.ingest import IngestError
-    from lakeflow.ingest.sink import jar_path
+    from lakeflow.ingest.helpers_jar import jar_path
     from lakeflow.ingest.storage import cluster_storage
     from lakeflow.lineage.config import HarvestEnv
     from lakeflow.lineage.native import listener_conf

@@ -80,9 +80,11 @@ def _spark_cds(args: argparse.Namespace) -> int:
 
 
 def _flink_command(args: argparse.Namespace) -> int:
-    from lakeflow.ingest.sink import JAR_NAME
-    from lakeflow.ingest.submit import REPO, printed
+    from lakeflow.ingest.helpers_jar import JAR_NAME
+    from lakeflow.ingest.submit import ENV_ARCHIVE, REPO, printed
     from lakeflow.settings import load_settings
 
+    if not ENV_ARCHIVE.is_file():
+        print(f"lakeflow flink-command: {ENV_ARCHIVE} is not built yet (make package)", file=sys.stderr)
     print(printed(load_settings(local=True).home, REPO / "build" / JAR_NAME))
     return 0

@@ -12,7 +12,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from lakeflow.compaction.continuous import Schedule
-from lakeflow.compaction.engine import ENGINES
+from lakeflow.compaction.engine import ENGINES, engine_for, submitted_master
 from lakeflow.settings import Settings, load_settings
 from lakeflow.settings.env import (
     Duration,
@@ -88,7 +88,8 @@ class CompactEnv(EnvModel):
         "auto",
         alias=ENV_ENGINE,
         description="Who parses and writes: auto | spark | arrow. auto = arrow (pyarrow in the driver, no JVM) "
-        f"for batches that fit in memory ({ENV_ARROW_MAX_MB}), spark above; same output either way.",
+        f"for batches that fit in memory ({ENV_ARROW_MAX_MB}), spark above; spark whenever the driver is given a "
+        "cluster master (spark://, yarn, k8s://: the executors do the work); same output either way.",
     )
     arrow_max_mb: PositiveInt | None = Field(
         None,
@@ -315,7 +316,7 @@ def load_config(args: CompactOptions = CompactOptions(), env: Mapping[str, str] 
         target_table=table,
         target_file_bytes=env_.target_file_mb << 20,
         bytes_per_row=env_.bytes_per_row,
-        engine=env_.engine,
+        engine=env_.engine if env_.engine != "auto" else engine_for("auto", submitted_master()),
         arrow_max_bytes=None if env_.arrow_max_mb is None else env_.arrow_max_mb << 20,
         delete_source=args.delete_source,
         delete_min_age_s=env_.delete_min_age_s,

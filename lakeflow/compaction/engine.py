@@ -5,7 +5,8 @@ faster engine on one machine at every batch size measured) and :mod:`lakeflow.co
 (a Spark session: for batches larger than the driver's memory holds, and for a real cluster) — so
 every other stage (ledger, quarantine, naming, commit, lineage) is the same whichever runs.
 ``auto`` (the default) picks ``arrow`` for batches that fit in memory (:func:`arrow_max_bytes`)
-and ``spark`` above. Both write the same Parquet layout (``ts_day=<day>/*.parquet``, sorted by
+and ``spark`` above — except on a cluster: a driver given a cluster master (``spark://``, ``yarn``,
+``k8s://``, ``mesos://``) compacts with ``spark``, on the executors (:func:`engine_for`). Both write the same Parquet layout (``ts_day=<day>/*.parquet``, sorted by
 time, the Iceberg table's schema).
 
 What a part file holds — both engines read with the semantics of Spark's ``multiLine`` JSON reader
@@ -27,7 +28,9 @@ in PERMISSIVE mode under the explicit schema :data:`lakeflow.readings.FIELDS`:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
     from lakeflow.compaction.files import FileEntry
 
 ENGINES = ("auto", "spark", "arrow")
+CLUSTER_MASTERS = ("spark://", "yarn", "k8s://", "mesos://")  # a master whose executors are other processes
 EMPTY = "empty file (no JSON content)"
 MALFORMED = "not a JSON array of reading objects (malformed or truncated JSON)"
 BAD_RECORD = "missing, null or mistyped"  # reason of a bad record, followed by ": <fields>"
@@ -89,6 +93,28 @@ def arrow_max_bytes(configured: int | None) -> int:
     from lakeflow.runtime.memory import available_bytes
 
     return int(available_bytes() / 2 / ARROW_PEAK_PER_RAW_BYTE)
+
+
+def submitted_master(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The Spark master this driver was given: the ``--master`` of PySpark's launcher arguments
+    (``lakeflow compact``), else spark-submit's (asked of its JVM, already running); None without one."""
+    args = shlex.split(environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    if "--master" in args[:-1]:
+        return args[args.index("--master") + 1]
+    if "PYSPARK_GATEWAY_PORT" in environ:
+        from pyspark.java_gateway import launch_gateway  # connects to spark-submit's JVM
+
+        master: str | None = launch_gateway().jvm.java.lang.System.getProperty("spark.master")
+        return master
+    return None
+
+
+def engine_for(wanted: str, master: str | None) -> str:
+    """The run's engine: ``wanted``, except ``auto`` given a cluster master, which is ``spark`` (the
+    executors do the work; the driver's memory would otherwise decide)."""
+    if wanted == "auto" and master is not None and master.startswith(CLUSTER_MASTERS):
+        return "spark"
+    return wanted
 
 
 def choose(wanted: str, batch_bytes: int, arrow_max: int) -> str:

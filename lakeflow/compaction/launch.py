@@ -15,7 +15,9 @@ from lakeflow.settings import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "jobs" / "compact.py"
-PACKAGE_ZIP = REPO / "build" / "lakeflow.zip"  # the lakeflow package for spark-submit --py-files (make package)
+ENV_ARCHIVE = REPO / "build" / "compaction-env.tar.gz"  # the compaction job's environment (make package)
+DRIVER_ENV = REPO / "build" / "envs" / "compaction"  # the same environment unpacked: the driver's (client mode)
+ENV_DIR = "env"  # the folder --archives unpacks the archive into, in each executor's working directory
 
 
 def spark_options(master: str | None = None, spark_conf: Sequence[str] = (), jars: str = "") -> list[str]:
@@ -42,9 +44,18 @@ def submit_command(job_args: Sequence[str], options: Sequence[str]) -> list[str]
 
 
 def cluster_options(options: Sequence[str]) -> list[str]:
-    """``options`` for a spark-submit of ``jobs/compact.py`` outside this process: the lakeflow
-    package as ``--py-files`` and this virtualenv's Python for the driver (and any Python worker)."""
-    return [*options, "--py-files", str(PACKAGE_ZIP), "--conf", f"spark.pyspark.python={sys.executable}"]
+    """``options`` for a spark-submit of ``jobs/compact.py`` on a cluster whose hosts have no Python
+    packages: the compaction job's environment as ``--archives`` (``env/bin/python`` for the
+    executors' Python workers) and its unpacked copy's Python for the driver."""
+    return [
+        *options,
+        "--archives",
+        f"{ENV_ARCHIVE}#{ENV_DIR}",
+        "--conf",
+        f"spark.pyspark.python=./{ENV_DIR}/bin/python",
+        "--conf",
+        f"spark.pyspark.driver.python={DRIVER_ENV / 'bin' / 'python'}",
+    ]
 
 
 def submit_env(base: Mapping[str, str], options: Sequence[str] = ()) -> dict[str, str]:

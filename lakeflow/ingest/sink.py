@@ -1,11 +1,9 @@
-"""The JVM helpers (``build/lakeflow-flink.jar``, compiled from ``java/`` by ``make jar``) and
-the sink: a ``FileSink`` whose part files are each one JSON array, committed on every checkpoint,
+"""The JVM helpers (:mod:`lakeflow.ingest.helpers_jar`) added to the job, and the sink: a ``FileSink`` whose part files are each one JSON array, committed on every checkpoint,
 wrapped so that Flink's native lineage (FLIP-314) names the table it writes (``LineageFileSink``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from py4j.java_gateway import JavaObject
 from pyflink.common.serialization import BulkWriterFactory
@@ -15,29 +13,9 @@ from pyflink.datastream.connectors.file_system import BucketAssigner, FileSink, 
 from pyflink.java_gateway import get_gateway
 from pyflink.util.java_utils import to_jarray
 
-from lakeflow.ingest import IngestError
+from lakeflow.ingest.helpers_jar import jar_path
 from lakeflow.lineage import datasets
 from lakeflow.readings import BUCKET_JAVA_FORMAT, BUCKET_ZONE, PART_PREFIX, PART_SUFFIX
-
-JAR_NAME = "lakeflow-flink.jar"
-
-
-def jar_path() -> Path:
-    """``$LAKEFLOW_JAR``, else ``build/lakeflow-flink.jar`` of the checkout (or the current directory)."""
-    from lakeflow.settings.process import process_environment
-
-    configured = process_environment("LAKEFLOW_JAR").jar
-    if configured is not None:
-        candidates = [configured]
-    else:
-        candidates = [Path(__file__).resolve().parents[2] / "build" / JAR_NAME, Path.cwd() / "build" / JAR_NAME]
-    for jar in candidates:
-        if jar.is_file():
-            return jar.resolve()
-    raise IngestError(
-        f"the JVM helpers jar is missing (looked at {', '.join(map(str, candidates))}): "
-        "run `make jar`, or set LAKEFLOW_JAR to its path"
-    )
 
 
 def add_jvm_helpers(env: StreamExecutionEnvironment) -> None:

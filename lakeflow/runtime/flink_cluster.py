@@ -17,7 +17,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +26,7 @@ import requests
 import yaml
 
 from lakeflow.runtime.files import write_private
-from lakeflow.runtime.homes import flink_home
+from lakeflow.runtime.homes import flink_home, ingestion_python
 from lakeflow.runtime.processes import all_pids, cmdline, environ, kill_first, stop_all
 
 log = logging.getLogger(__name__)
@@ -83,7 +82,9 @@ def prometheus_reporter(port: int) -> dict[str, str]:
 class FlinkCluster:
     """One JobManager + one TaskManager under ``home`` (conf/, log/, pid/); ``conf`` goes into their
     config.yaml, ``env`` into the environment they start with (e.g. an AWS profile's variables); the
-    caller's variables that ``secret_variable`` names stay out of the daemons' environment."""
+    caller's variables that ``secret_variable`` names stay out of the daemons' environment.
+    ``python`` (default the ingestion job's environment's) is first on their PATH and the default
+    Python of jobs (``python.executable``); a job shipping its environment (``-pyarch``) does not use it."""
 
     def __init__(
         self,
@@ -94,11 +95,13 @@ class FlinkCluster:
         conf: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
         lib_jars: Sequence[Path] = (),
+        python: Path | None = None,
         *,
         secret_variable: Callable[[str], bool],
     ) -> None:
         self.home = Path(home).resolve()
         self.secret_variable = secret_variable
+        self.python = Path(python or ingestion_python())
         self._env = dict(env or {})
         self.lib_jars = tuple(Path(j).resolve() for j in lib_jars)  # on every JVM's classpath (lib/)
         self.rest_port = rest_port
@@ -119,8 +122,8 @@ class FlinkCluster:
             "taskmanager.memory.process.size": "1728m",
             "env.pid.dir": str(self.pid_dir),
             "env.log.dir": str(self.log_dir),
-            "python.executable": sys.executable,
-            "python.client.executable": sys.executable,
+            "python.executable": str(self.python),
+            "python.client.executable": str(self.python),
             **dict(conf or {}),
         }
 
@@ -143,7 +146,7 @@ class FlinkCluster:
         return self._env_over({k: v for k, v in os.environ.items() if not self.secret_variable(k)})
 
     def _env_over(self, base: Mapping[str, str]) -> dict[str, str]:
-        venv_bin = str(Path(sys.executable).parent)
+        venv_bin = str(self.python.parent)
         lib = {"FLINK_LIB_DIR": str(self.lib_dir)} if self.lib_jars else {}
         return {
             **base,

@@ -1,11 +1,20 @@
-"""Where the engines are: the Flink distribution inside the apache-flink wheel and the Spark one
-inside the pyspark wheel, found without importing either (importing pyspark costs 0.5 s)."""
+"""Where the engines and the job environments are: the Flink distribution inside the apache-flink
+wheel and the Spark one inside the pyspark wheel, found without importing either (importing
+pyspark costs 0.5 s).
+
+Each job has its own environment (docs/environments.md): in a checkout, ``.venv`` (the compaction
+job's, with the ``lakeflow`` command) has no pyflink, so the Flink distribution is the one of the
+ingestion environment ``.venv-flink`` — whose Python runs the ingestion job."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+INGESTION_VENV = REPO / ".venv-flink"  # make install; the ingestion job's environment in a checkout
 
 
 def _package_dir(name: str) -> Path:
@@ -15,9 +24,25 @@ def _package_dir(name: str) -> Path:
     return Path(spec.submodule_search_locations[0]).resolve()
 
 
+def ingestion_python() -> Path:
+    """The Python of the ingestion job's environment: this one when it has pyflink, else ``.venv-flink``'s."""
+    if importlib.util.find_spec("pyflink") is not None:
+        return Path(sys.executable)
+    return INGESTION_VENV / "bin" / "python"
+
+
 def flink_home() -> Path:
-    """The Flink distribution inside the installed apache-flink wheel (``…/pyflink``)."""
-    return _package_dir("pyflink")
+    """The Flink distribution inside the apache-flink wheel (``…/pyflink``): this environment's, else
+    the ingestion environment's (``.venv-flink``)."""
+    try:
+        return _package_dir("pyflink")
+    except FileNotFoundError:
+        found = sorted(INGESTION_VENV.glob("lib/python3*/site-packages/pyflink"))
+        if not found:
+            raise FileNotFoundError(
+                f"pyflink is neither in this environment nor in {INGESTION_VENV}: make install"
+            ) from None
+        return found[0].resolve()
 
 
 def flink_plugins_dir() -> Path:
@@ -36,7 +61,7 @@ def flink_distribution() -> Path | None:
     ``FLINK_HOME`` to the wheel's, which has no ``opt/`` plugins)."""
     home = os.environ.get("FLINK_HOME")
     try:
-        wheel: Path | None = _package_dir("pyflink")
+        wheel: Path | None = flink_home()
     except FileNotFoundError:
         wheel = None
     return Path(home) if home and Path(home).resolve() != wheel else None

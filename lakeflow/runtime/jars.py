@@ -51,13 +51,13 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, distributions, version
 from pathlib import Path
 from xml.sax.saxutils import escape
 
 from lakeflow.errors import LakeflowError
 from lakeflow.runtime import maven
-from lakeflow.runtime.homes import flink_distribution, flink_plugins_dir, spark_home
+from lakeflow.runtime.homes import flink_distribution, flink_home, flink_plugins_dir, spark_home
 from lakeflow.runtime.maven import MavenUnavailable
 
 log = logging.getLogger(__name__)
@@ -94,11 +94,16 @@ def offline() -> bool:
 
 
 def flink_version() -> str:
-    """The apache-flink wheel's version (the Flink distribution inside it)."""
+    """The apache-flink wheel's version (the Flink distribution inside it): this environment's, else
+    the ingestion environment's (:func:`lakeflow.runtime.homes.flink_home`)."""
     try:
         return version("apache-flink")
     except PackageNotFoundError:
-        raise JarsUnavailable("apache-flink is not installed in this environment: make install") from None
+        pass
+    try:
+        return next(iter(distributions(name="apache-flink", path=[str(flink_home().parent)]))).version
+    except (FileNotFoundError, StopIteration):
+        raise JarsUnavailable("apache-flink is installed neither here nor in .venv-flink: make install") from None
 
 
 def pyspark_jars_dir() -> Path:

@@ -43,7 +43,9 @@ PROPERTIES = {
 class SparkCluster:
     """One master and ``workers`` workers (``cores`` cores each, ``memory`` for their executors) under
     ``home``. Web UIs bind to 127.0.0.1 on ``webui_port`` (master) and free ports (workers); 0: a free
-    port. The caller's variables that ``secret_variable`` names stay out of the daemons' environment."""
+    port. The caller's variables that ``secret_variable`` names stay out of the daemons' environment.
+    ``python`` (default this environment's) is first on the daemons' PATH and their PYSPARK_PYTHON:
+    a job shipping its environment (``--archives``) does not use it."""
 
     def __init__(
         self,
@@ -53,11 +55,13 @@ class SparkCluster:
         cores: int = 2,
         memory: str = "1g",
         workers: int = 1,
+        python: Path | None = None,
         *,
         secret_variable: Callable[[str], bool],
     ) -> None:
         self.home = Path(home).resolve()
         self.secret_variable = secret_variable
+        self.python = Path(python or sys.executable)
         self.port = port
         self.cores = cores
         self.workers = workers
@@ -80,7 +84,7 @@ class SparkCluster:
 
     def daemon_env(self) -> dict[str, str]:
         """The daemons' environment: the caller's without its secret variables, Spark bound to
-        127.0.0.1, this virtualenv's Python for PySpark, the daemons' heaps bounded."""
+        127.0.0.1, :attr:`python` for PySpark, the daemons' heaps bounded."""
         env = {k: v for k, v in os.environ.items() if not self.secret_variable(k)}
         return {
             **env,
@@ -88,8 +92,8 @@ class SparkCluster:
             "SPARK_CONF_DIR": str(self.conf_file.parent),
             "SPARK_LOCAL_IP": HOST,
             "SPARK_DAEMON_MEMORY": "256m",
-            "PYSPARK_PYTHON": sys.executable,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+            "PYSPARK_PYTHON": str(self.python),
+            "PATH": f"{self.python.parent}{os.pathsep}{env.get('PATH', '')}",
         }
 
     def start(self, timeout: float = 90.0) -> None:

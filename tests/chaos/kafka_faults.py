@@ -27,6 +27,7 @@ from tests.chaos.tm_kill import (HEARTBEATS, JOB, PACKAGE, _check_counts, _job_e
                                  _submitted, _wait, count_committed)
 from tests.support.fixtures_servers import free_port
 from tests.support.kafka_broker import run_kafka
+from tests.support.envs import INGEST_PY
 
 
 def _reading(run_id: str, seq: int) -> str:
@@ -52,7 +53,7 @@ def tm_kill_kafka(workdir: Path, *, kills: int = 4, records: int = 8000, batches
                 env = _job_env(cluster, home, records, 150, 1000, SOURCE="kafka", KAFKA_TOPIC=topic,
                                KAFKA_BOOTSTRAP_SERVERS=broker.bootstrap, KAFKA_GROUP_ID="chaos")
                 env.pop("PYTHONPATH", None)
-                py, log = sys.executable, workdir / "flink-run.log"
+                py, log = INGEST_PY, workdir / "flink-run.log"
                 with open(log, "w") as out:
                     proc = subprocess.Popen([str(flink_home() / "bin" / "flink"), "run", "-pyclientexec", py,
                                              "-pyexec", py, "-pyfs", str(PACKAGE), "-py", str(JOB),

@@ -36,6 +36,7 @@ from tests.support.fixtures_lakekeeper import env_for, start_lakekeeper
 from tests.support.fixtures_servers import free_port
 from tests.standins.lakekeeper import S3Account
 from tests.support.sink_layout import files_under
+from tests.support.envs import INGEST_PY
 
 JOB = REPO / "jobs" / "sensor_ingest.py"
 JAR, PACKAGE = REPO / "build" / "lakeflow-flink.jar", REPO / "build" / "lakeflow.zip"
@@ -139,7 +140,7 @@ def _kill_during_run(result: Result, cluster: FlinkCluster, env: dict[str, str],
     """``flink run`` of the packaged job on ``cluster``; its TaskManager SIGKILLed ``kills`` times
     while the job runs (a new one started each time). Checks the run ended well; (job id, kills)."""
     env.pop("PYTHONPATH", None)  # lakeflow reaches the cluster as users ship it: -pyfs lakeflow.zip
-    py = sys.executable
+    py = INGEST_PY
     log = workdir / "flink-run.log"
     with open(log, "w") as out:
         proc = subprocess.Popen([str(flink_home() / "bin" / "flink"), "run", "-pyclientexec", py,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -188,4 +189,7 @@ def test_make_package_prints_the_flink_run_command_from_the_settings(tmp_path: P
                           env={**env, "LAKEFLOW_ENV_FILE": str(env_file)}, cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert f"FLINK_CONF_DIR={tmp_path / 'state' / 'cluster' / 'conf'} " in proc.stdout
-    assert f"-pyfs {ROOT / 'build' / 'lakeflow.zip'} -py {ROOT / 'jobs' / 'sensor_ingest.py'}" in proc.stdout
+    command = shlex.split(proc.stdout)
+    assert command[command.index("run"):] == ["run", "-pyarch", f"{ROOT / 'build' / 'ingestion-env.tar.gz'}#env",
+                                              "-pyclientexec", "env/bin/python", "-pyexec", "env/bin/python",
+                                              "-py", str(ROOT / "jobs" / "sensor_ingest.py")]

@@ -70,7 +70,7 @@ def chain(doc: dict, start: str) -> list[str]:
 
 def test_register_ingest_compact_harvest_is_one_lineage_on_s3(moto_iam, make_flink_cluster, tmp_path: Path):
     started = time.monotonic()
-    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=3000)
     with lakehouse_catalogs(moto_iam, tmp_path) as catalogs:
         env, outputs = catalogs.env, {}
 

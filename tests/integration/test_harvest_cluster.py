@@ -17,6 +17,7 @@ from lakeflow.lineage.openlineage import dataset, run_event, write_event
 from tests.standins.sql_gateway import FlinkExecutor, SqlGatewayStandIn
 from tests.support.harvest_scenario import expected_lineage, gateway_setup
 from tests.unit.test_harvest_recorded import lineage
+from tests.support.envs import INGEST_PY
 
 pytestmark = pytest.mark.slow
 OURS = ["--job-name-allow", "^harvest-"]  # the session cluster is shared with other tests
@@ -106,11 +107,11 @@ def ingest_job(flink_cluster, tmp_path_factory):
     """lakeflow's own ingestion job (jobs/sensor_ingest.py), packaged and run bounded on the cluster."""
     root = Path(__file__).resolve().parents[2]
     home = tmp_path_factory.mktemp("harvest-ingest")
-    subprocess.run(["make", "-s", "package"], cwd=root, check=True, capture_output=True, timeout=300)
+    subprocess.run(["make", "-s", "package"], cwd=root, check=True, capture_output=True, timeout=3000)
     env = {k: v for k, v in os.environ.items() if k not in ("LAKEKEEPER", "WAREHOUSE_ID", "TOKEN")}
     env.update(LAKEFLOW_HOME=str(home), LAKEFLOW_ENV_FILE="/dev/null", NUM_SENSORS="2", NUM_RECORDS="40",
                BATCH_SIZE="20", BATCH_INTERVAL_MS="300", LAKEFLOW_JAR=str(root / "build" / "lakeflow-flink.jar"))
-    py = sys.executable
+    py = INGEST_PY
     proc = flink_cluster.flink(["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(root / "build" / "lakeflow.zip"),
                                 "-py", str(root / "jobs" / "sensor_ingest.py")], env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

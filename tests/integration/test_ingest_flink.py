@@ -22,6 +22,7 @@ from lakeflow.lineage import datasets
 from lakeflow.readings import FIELDS
 from tests.support.fixtures_flink import packaged_job_args
 from tests.support.sink_layout import assert_sink_path, files_under
+from tests.support.envs import INGEST_PY
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "jobs" / "sensor_ingest.py"
@@ -93,7 +94,7 @@ def local_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """``python jobs/sensor_ingest.py`` (a bounded run on a local MiniCluster), run once."""
     home = tmp_path_factory.mktemp("ingest-local")
     started = time.time()
-    proc = subprocess.run([sys.executable, str(JOB), "--parallelism", "2"], env=job_env(home),
+    proc = subprocess.run([INGEST_PY, str(JOB), "--parallelism", "2"], env=job_env(home),
                           cwd=home, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return Run(home, proc.stdout, proc.stderr, started)
@@ -114,7 +115,7 @@ def cluster_run(flink_cluster, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """``make package``, then ``flink run`` of the packaged job against the standalone cluster."""
     home = tmp_path_factory.mktemp("ingest-cluster")
     started = time.time()
-    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=3000)
     proc = flink_cluster.flink(packaged_job_args(), env=packaged_job_env(home), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return Run(home, proc.stdout, proc.stderr, started)
@@ -184,7 +185,7 @@ def test_s3_location_without_the_plugin_fails_before_flink_starts(lakekeeper, tm
 
     env = {**os.environ, **env_for(lakekeeper), "LAKEFLOW_HOME": str(tmp_path),
            "FLINK_PLUGINS_DIR": str(tmp_path / "no-plugins"), "NUM_RECORDS": "10"}
-    proc = subprocess.run([sys.executable, str(JOB)], env=env, cwd=tmp_path, capture_output=True, text=True,
+    proc = subprocess.run([INGEST_PY, str(JOB)], env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2
     assert "no flink-s3-fs-hadoop plugin" in proc.stderr and "make flink-plugins" in proc.stderr

@@ -26,6 +26,7 @@ import pytest
 
 from lakeflow.ingest.kafka import DEAD_LETTERS, dead_letter_location
 from lakeflow.readings import FIELDS
+from tests.support.envs import INGEST_PY
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.lineage_page import page_nodes
 from tests.support.sink_layout import assert_sink_path, files_under
@@ -85,7 +86,7 @@ class KafkaIngest:
 
     def run(self) -> JobRun:
         started = time.time()
-        proc = subprocess.run([sys.executable, str(JOB), "--parallelism", "2"], env=self.env(), cwd=self.home,
+        proc = subprocess.run([INGEST_PY, str(JOB), "--parallelism", "2"], env=self.env(), cwd=self.home,
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         return JobRun(proc.stdout, proc.stderr, started)
@@ -185,7 +186,7 @@ def test_readings_from_kafka_to_s3_with_iam(kafka_broker: KafkaBroker, make_lake
     env = job_env(lakekeeper, tmp_path, SOURCE="kafka", KAFKA_BOOTSTRAP_SERVERS=kafka_broker.bootstrap,
                   KAFKA_TOPIC=topic, KAFKA_STOP_AT="latest")
     started = time.time()
-    proc = subprocess.run([sys.executable, str(JOB), "--parallelism", "2"], env=env, cwd=tmp_path,
+    proc = subprocess.run([INGEST_PY, str(JOB), "--parallelism", "2"], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
 
@@ -230,10 +231,10 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
     topic, run_id = f"harvest-readings-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
     kafka_broker.create_topic(topic)
     kafka_broker.produce(topic, [json.dumps(reading(run_id, seq)) for seq in range(40)] + ["{"])
-    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=3000)
     ingest = KafkaIngest(kafka_broker, home, topic, run_id)
     env = {**ingest.env(), "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar")}
-    py = sys.executable
+    py = INGEST_PY
     proc = flink_cluster.flink(["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "build" / "lakeflow.zip"),
                                 "-py", str(JOB)], env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -40,6 +40,7 @@ from lakeflow.readings import FIELDS
 from lakeflow.runtime.flink_cluster import FlinkCluster
 from lakeflow.runtime.homes import flink_home
 from lakeflow.secret import is_secret_key
+from tests.support.envs import INGEST_PY, bare_venv
 from tests.support.fixtures_flink import packaged_job_args
 from tests.support.fixtures_lakekeeper import env_for, settings_for
 from tests.support.fixtures_servers import free_port
@@ -62,8 +63,8 @@ SDK_BUFFER_S = 15  # the AWS SDK for Java re-runs a credential process this long
 
 @pytest.fixture(scope="module")
 def packaged() -> None:
-    """``make package`` (build/lakeflow-flink.jar + build/lakeflow.zip), once for the module."""
-    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    """``make package`` (build/lakeflow-flink.jar, the jobs' environment archives), once for the module."""
+    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=3000)
 
 
 def job_env(lakekeeper, home: Path, **extra: str) -> dict[str, str]:
@@ -170,7 +171,7 @@ def assert_scoped(lakekeeper, location: str) -> None:
 def test_make_run_writes_s3_exactly_once(make_lakekeeper, moto_strict, packaged, tmp_path: Path):
     lakekeeper = make_lakekeeper(s3=moto_strict)
     started = time.time()
-    proc = subprocess.Popen([sys.executable, str(JOB), "--parallelism", "2"], env=job_env(lakekeeper, tmp_path),
+    proc = subprocess.Popen([INGEST_PY, str(JOB), "--parallelism", "2"], env=job_env(lakekeeper, tmp_path),
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     location = None
     deadline = time.monotonic() + 60
@@ -201,9 +202,10 @@ def test_flink_run_on_a_cluster_holding_the_tables_settings(make_lakekeeper, mot
     settings = settings_for(lakekeeper, LAKEFLOW_HOME=str(tmp_path))
     storage = cluster_storage(settings, tmp_path / "aws")  # what `lakeflow flink up` starts with
     location = storage.handle.location
-    cluster = make_flink_cluster(conf=storage.conf, env=storage.env())
+    # the daemons with a bare Python first on PATH: the job brings its environment (-pyarch)
+    cluster = make_flink_cluster(conf=storage.conf, env=storage.env(), python=bare_venv(tmp_path))
     started = time.time()
-    done = cluster.flink(packaged_job_args("--parallelism", "2"), env=job_env(lakekeeper, tmp_path), timeout=300)
+    done = cluster.flink(packaged_job_args("--parallelism", "2"), env=job_env(lakekeeper, tmp_path), timeout=600)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     check_table(lakekeeper, location, output, started)

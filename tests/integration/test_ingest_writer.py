@@ -5,39 +5,44 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from lakeflow.ingest.progress import records_in
-from lakeflow.ingest.sink import jar_path
+from tests.support.envs import INGEST_PY
 
 pytestmark = pytest.mark.slow  # starts a JVM (PyFlink's gateway)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class WriterRefused(Exception):
+    """The writer threw (py4j's Py4JJavaError in the child): the Java message."""
 
 
 @pytest.fixture(scope="module")
 def jvm(tmp_path_factory: pytest.TempPathFactory):
-    os.environ.setdefault("FLINK_LOG_DIR", str(tmp_path_factory.mktemp("flink-log")))
-    from pyflink.java_gateway import get_gateway
-    from pyflink.util.java_utils import add_jars_to_context_class_loader
-
-    add_jars_to_context_class_loader([jar_path().as_uri()])
-    return get_gateway().jvm
+    """A child of the ingestion environment (this run's has no pyflink) driving the writer on
+    PyFlink's gateway JVM: one JSON request a line (tests/support/json_array_writer_child.py)."""
+    env = {**os.environ, "FLINK_LOG_DIR": str(tmp_path_factory.mktemp("flink-log"))}
+    child = subprocess.Popen([INGEST_PY, "-m", "tests.support.json_array_writer_child"], cwd=ROOT, env=env, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    yield child
+    child.stdin.close()
+    assert child.wait(timeout=60) == 0
 
 
 def write(jvm, path: Path, elements: list, flush_after: int = -1) -> bytes:
     """Write ``elements`` (field 0 of each Row) as one part file; return its bytes."""
-    stream = jvm.org.apache.flink.core.fs.local.LocalDataOutputStream(jvm.java.io.File(str(path)))
-    writer = jvm.lakeflow.flink.JsonArrayWriterFactory().create(stream)
-    for i, element in enumerate(elements):
-        row = jvm.org.apache.flink.types.Row.withPositions(1)
-        row.setField(0, element)
-        writer.addElement(row)
-        if i == flush_after:
-            writer.flush()
-            assert path.read_bytes().startswith(b"[")  # flush hands the bytes to the stream
-    writer.finish()
-    stream.close()
+    jvm.stdin.write(json.dumps({"path": str(path), "elements": elements, "flush_after": flush_after}) + "\n")
+    jvm.stdin.flush()
+    answer = json.loads(jvm.stdout.readline())
+    if answer["error"] is not None:
+        assert answer["error_type"] == "Py4JJavaError"
+        raise WriterRefused(answer["error"])
+    if flush_after >= 0:
+        assert answer["flushed_head"] == "["  # flush hands the bytes to the stream
     return path.read_bytes()
 
 
@@ -67,7 +72,6 @@ def test_text_is_written_as_utf8(jvm, tmp_path: Path) -> None:
 
 
 def test_a_null_document_is_refused_with_its_position(jvm, tmp_path: Path) -> None:
-    from py4j.protocol import Py4JJavaError
-
-    with pytest.raises(Py4JJavaError, match="field 0 of row 1 is null"):
+    with pytest.raises(WriterRefused, match="field 0 of row 1 is null"):
         write(jvm, tmp_path / "p.json", ['{"seq":0}', None])
+

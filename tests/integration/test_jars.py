@@ -24,6 +24,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from lakeflow.runtime import jars
+from lakeflow.runtime.homes import flink_home
+from tests.support.envs import INGEST_PY
 from tests.support.fixtures_servers import run_moto
 from tests.unit.test_jars import jars_dir  # noqa: F401 (fixtures, constants)
 
@@ -31,6 +33,25 @@ CHECKS = Path(__file__).parents[1] / "support" / "s3_jars_checks.py"
 
 
 REAL_M2 = jars.jars_dir() / "m2"  # Maven's repository of `make s3-jars` (Maven's own plugins)
+
+
+def test_versions_come_from_the_installed_wheels(tmp_path: Path) -> None:
+    ingestion = subprocess.run([INGEST_PY, "-c", "from importlib.metadata import version; print(version('apache-flink'))"],
+                               capture_output=True, text=True, check=True)
+    assert jars.flink_version() == ingestion.stdout.strip() == "2.3.0"
+    client_api = list(jars.pyspark_jars_dir().glob("hadoop-client-api-*.jar"))
+    assert len(client_api) == 1 and client_api[0].name == f"hadoop-client-api-{jars.hadoop_version()}.jar"
+
+    fake = tmp_path / "spark-jars"
+    fake.mkdir()
+    with pytest.raises(jars.JarsUnavailable, match="found none"):
+        jars.hadoop_version(fake)
+    (fake / "hadoop-client-api-3.4.1.jar").touch()
+    (fake / "hadoop-client-runtime-3.4.1.jar").touch()
+    assert jars.hadoop_version(fake) == "3.4.1"
+    (fake / "hadoop-client-api-3.3.6.jar").touch()
+    with pytest.raises(jars.JarsUnavailable, match="3.3.6.*3.4.1"):
+        jars.hadoop_version(fake)
 
 
 class _Repo(http.server.SimpleHTTPRequestHandler):
@@ -177,16 +198,14 @@ def test_flink_file_sink_writes_s3_on_strict_moto(assumed_role: Path, tmp_path: 
     jar = jars.install_flink_plugin(plugins)
     with zipfile.ZipFile(jar) as z:
         assert "com/amazonaws/services/s3/AmazonS3Client.class" in z.namelist()  # SDK v1 inside
-    import pyflink
-
-    env = {**os.environ, "FLINK_HOME": str(Path(pyflink.__file__).parent),  # else PyFlink resets FLINK_PLUGINS_DIR
+    env = {**os.environ, "FLINK_HOME": str(flink_home()),  # else PyFlink resets FLINK_PLUGINS_DIR
            "FLINK_PLUGINS_DIR": str(plugins), "FLINK_LOG_DIR": str(tmp_path / "log")}
     run = partial(subprocess.run, capture_output=True, text=True, timeout=300, env=env)
-    done = run([sys.executable, str(CHECKS), "flink", str(assumed_role), "s3://lake/flink/run1"])
+    done = run([INGEST_PY, str(CHECKS), "flink", str(assumed_role), "s3://lake/flink/run1"])
     assert done.returncode == 0, done.stderr[-3000:]
     written = [k for k in objects(assumed_role, "flink/run1/") if "/part-" in k and "inprogress" not in k]
     assert written, "no committed part file"
 
-    refused = run([sys.executable, str(CHECKS), "flink", str(with_wrong_secret(assumed_role, tmp_path)),
+    refused = run([INGEST_PY, str(CHECKS), "flink", str(with_wrong_secret(assumed_role, tmp_path)),
                    "s3://lake/flink/run2"])
     assert refused.returncode == 1 and "403" in refused.stderr  # the check's uncaught S3A error

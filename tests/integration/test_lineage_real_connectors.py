@@ -35,6 +35,7 @@ from tests.support.fixtures_servers import free_port
 from tests.support.fixtures_sql_gateway import RealSqlGateway, catalog_jar_set
 from tests.support.kafka_broker import KafkaBroker
 from tests.support.postgres_server import PostgresServer
+from tests.support.envs import INGEST_PY
 
 pytestmark = pytest.mark.slow
 
@@ -209,7 +210,7 @@ def stack(kafka_broker: KafkaBroker, postgres_server: PostgresServer,
             gateway.run(setup, statement)
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=4) as pool:  # the flink run client beside the gateway's submissions
-            datastream = pool.submit(cluster.flink, ["run", "-pyclientexec", sys.executable, "-pyexec", sys.executable,
+            datastream = pool.submit(cluster.flink, ["run", "-pyclientexec", INGEST_PY, "-pyexec", INGEST_PY,
                                                      "-py", str(JOBS), kafka_broker.bootstrap,
                                                      str(files / "ds-numbers")], timeout=300)
             job_ids = dict(pool.map(lambda job: (job[0], _submit(gateway, *job, kafka_broker.bootstrap)),

@@ -104,7 +104,7 @@ def test_the_listener_and_the_harvest_agree(make_flink_cluster, endpoint, tmp_pa
     store, home = tmp_path / "lineage", tmp_path / "home"
     cluster = make_flink_cluster(conf=native.listener_conf(store, endpoint.url), lib_jars=[JAR],
                                  env={"OPENLINEAGE_API_KEY": API_KEY})
-    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run(["make", "-s", "package"], cwd=ROOT, check=True, capture_output=True, timeout=3000)
     other = cluster.flink(["run", "-py", str(ROOT / "tests" / "harvest_jobs" / "batch.py")], timeout=300)
     assert other.returncode == 0, other.stdout[-3000:] + other.stderr[-3000:]
     proc = cluster.flink(packaged_job_args(), env=packaged_job_env(home, NUM_RECORDS="200"), timeout=300)

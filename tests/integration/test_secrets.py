@@ -37,6 +37,7 @@ from tests.support.fixtures_compaction import REPO, json_array, make_home, readi
 from tests.support.fixtures_lakekeeper import env_for
 from tests.support.fixtures_servers import free_port
 from tests.standins.flink_rest import Answer
+from tests.support.envs import INGEST_PY
 from tests.support.harvest_scenario import RECORDING
 
 LAKEFLOW = str(Path(sys.executable).parent / "lakeflow")
@@ -304,7 +305,7 @@ def test_ingestion_and_compaction_runs_leave_no_secret_behind(world: World, tmp_
     and reports hold none of them. The Lakekeeper table is on S3, which Flink cannot write here:
     that run must stop before Flink starts, also without showing a secret."""
     assert lakeflow(world.env, "register").returncode == 0
-    job = [sys.executable, str(REPO / "jobs" / "sensor_ingest.py")]
+    job = [INGEST_PY, str(REPO / "jobs" / "sensor_ingest.py")]
     ingest_env = {**world.env, "NUM_RECORDS": "40", "BATCH_SIZE": "20", "BATCH_INTERVAL_MS": "300",
                   "FLINK_PLUGINS_DIR": str(tmp_path / "no-plugins")}
     on_s3 = subprocess.run(job, env=ingest_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -1,7 +1,8 @@
 """The compaction job on a real standalone Spark cluster (``lakeflow.runtime.spark_cluster``: a master and
 a worker from the pyspark wheel), one cluster for the slow tests: ``lakeflow compact --master
 spark://…`` on the embedded catalog; the spark-submit command ``--print-command`` prints, run as it
-is (``--py-files build/lakeflow.zip``) on moto S3 with IAM enforced; an executor JVM killed
+is (the job's environment ``--archives build/compaction-env.tar.gz``; the daemons have only a bare
+Python on PATH) on moto S3 with IAM enforced; an executor JVM killed
 mid-task (the ``executor-kill`` chaos scenario, one cycle) — every reading exactly once in the
 Iceberg table each time. Fast: what ``--print-command`` prints by default.
 """
@@ -17,9 +18,10 @@ from typing import Iterator
 import pytest
 import requests
 
-from lakeflow.compaction.launch import PACKAGE_ZIP
+from lakeflow.compaction.launch import ENV_ARCHIVE
 from lakeflow.runtime.spark_cluster import SparkCluster
 from lakeflow.secret import is_secret_key
+from tests.support.envs import bare_venv
 from tests.support.fixtures_servers import free_port
 from tests.chaos.compaction_faults import DAY, table_keys
 from tests.chaos.spark_faults import executor_kill
@@ -31,7 +33,7 @@ from tests.integration.test_compaction_s3 import JOB_FLAGS, Lakehouse, check_com
 SECRET = "tok-spark-cluster-test"
 
 
-def test_print_command_aims_at_the_spark_up_cluster_with_the_package(tmp_path: Path) -> None:
+def test_print_command_aims_at_the_spark_up_cluster_with_the_jobs_environment(tmp_path: Path) -> None:
     home = make_home(tmp_path)
     env = {**home.env, "SPARK_MASTER_PORT": "17123", "TOKEN": SECRET}
     printed = subprocess.run([sys.executable, "-m", "lakeflow.cli", "compact", "--print-command", "--delete-source"],
@@ -39,16 +41,21 @@ def test_print_command_aims_at_the_spark_up_cluster_with_the_package(tmp_path: P
     assert printed.returncode == 0, printed.stderr
     command = shlex.split(printed.stdout)
     assert command[0].endswith("pyspark/bin/spark-submit") and command[1:3] == ["--master", "spark://127.0.0.1:17123"]
-    assert command[command.index("--py-files") + 1] == str(PACKAGE_ZIP)
-    assert f"spark.pyspark.python={sys.executable}" in command and "spark.ui.enabled=false" in command
+    assert command[command.index("--archives") + 1] == f"{REPO / 'build' / 'compaction-env.tar.gz'}#env"
+    assert "spark.pyspark.python=./env/bin/python" in command and "spark.ui.enabled=false" in command
+    assert f"spark.pyspark.driver.python={REPO / 'build' / 'envs' / 'compaction' / 'bin' / 'python'}" in command
+    assert "--py-files" not in command  # lakeflow is inside the environment
     assert command[-2:] == [str(REPO / "jobs" / "compact.py"), "--delete-source"]
     assert SECRET not in printed.stdout + printed.stderr
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    """One cluster for the module, started from an environment holding a secret variable."""
-    spark = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), port=free_port(), cores=2, memory="1g", secret_variable=is_secret_key)
+    """One cluster for the module, started from an environment holding a secret variable, its daemons
+    with a bare Python (no packages) first on PATH."""
+    folder = tmp_path_factory.mktemp("spark-cluster")
+    spark = SparkCluster(folder, port=free_port(), cores=2, memory="1g", python=bare_venv(folder),
+                         secret_variable=is_secret_key)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TOKEN", SECRET)
         spark.start()
@@ -91,23 +98,26 @@ def test_compact_on_the_cluster(cluster: SparkCluster, tmp_path: Path) -> None:
 def test_the_printed_spark_submit_command_runs_as_it_is_on_s3(cluster: SparkCluster, lakehouse: Lakehouse,
                                                               s3a_jars: list[Path], tmp_path: Path) -> None:
     """The documented route on moto S3 with IAM (tests/integration/test_compaction_s3.py's lakehouse): the
-    printed command, given the S3A jars, as it is; the executors get the package and no secret."""
-    subprocess.run(["make", "-s", "-C", str(REPO), str(PACKAGE_ZIP.relative_to(REPO))], check=True, timeout=300)
+    printed command, given the S3A jars, as it is; the executors get the job's environment and no secret."""
+    subprocess.run(["make", "-s", "-C", str(REPO), str(ENV_ARCHIVE.relative_to(REPO))], check=True, timeout=3000)
     report = tmp_path / "report.json"
     printed = subprocess.run([LAKEFLOW, "compact", "--engine", "spark", "--master", cluster.master_url, "--jars",
                               ",".join(map(str, s3a_jars)), "--report", str(report), *JOB_FLAGS, "--print-command"],
                              env=lakehouse.env, cwd=lakehouse.home.parent, capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0, printed.stderr
     command = printed.stdout.strip()
-    assert f"--master {cluster.master_url}" in command and f"--py-files {PACKAGE_ZIP}" in command
+    argv = shlex.split(command)
+    assert argv[argv.index("--master") + 1] == cluster.master_url
+    assert argv[argv.index("--archives") + 1] == f"{ENV_ARCHIVE}#env"
     apps_before = set(cluster.work_dir.glob("app-*"))
     done = subprocess.run(["bash", "-c", command], env=lakehouse.env, cwd=lakehouse.home.parent, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     check_compacted(lakehouse, "spark", report)  # every reading once, each table's credentials its own
     (app,) = set(cluster.work_dir.glob("app-*")) - apps_before
-    assert list(app.glob("*/lakeflow.zip")), "the executor did not get --py-files"
-    executor_files = [p for p in app.rglob("*") if p.is_file() and p.suffix not in (".jar", ".zip")]
+    assert list(app.glob("*/env/bin/python")), "the executor did not get the job's environment"
+    executor_files = [p for p in app.rglob("*") if p.is_file() and p.suffix not in (".jar", ".zip", ".gz")
+                      and "env" not in p.relative_to(app).parts[1:2]]
     assert any("Running task" in p.read_text(errors="replace") for p in executor_files)
     # the executors' logs start with their launch command: the vended credentials are not there
     lakehouse.assert_no_secret(command + done.stdout + done.stderr

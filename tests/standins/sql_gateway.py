@@ -21,7 +21,10 @@ captured from that executor.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -33,6 +36,7 @@ from urllib.parse import parse_qs, urlparse
 
 from tests.standins.http_stub import QuietHandler, send_json, serve, stop, url_of
 
+ROOT = Path(__file__).resolve().parents[2]
 ERROR_TEMPLATE = Path(__file__).parents[1] / "fixtures" / "harvest" / "gateway-error.json"
 Columns = list[dict[str, Any]]
 Rows = list[list[Any]]
@@ -44,27 +48,52 @@ class StatementError(Exception):
 
 
 class FlinkExecutor:
-    """Statements run on a real PyFlink TableEnvironment (one at a time)."""
+    """Statements run on a real PyFlink TableEnvironment (one at a time), in a child process of the
+    ingestion environment (this test run's has no pyflink): ``python -m tests.standins.sql_gateway``."""
 
     def __init__(self, setup: list[str]) -> None:
-        from pyflink.table import EnvironmentSettings, TableEnvironment
+        from tests.support.envs import INGEST_PY
 
         self._lock = threading.Lock()
-        self._env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-        for statement in setup:
-            self._env.execute_sql(statement)
+        self._child = subprocess.Popen([INGEST_PY, "-m", "tests.standins.sql_gateway", json.dumps(setup)],
+                                       cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def __call__(self, statement: str) -> tuple[Columns, Rows]:
         with self._lock:
-            try:
-                result = self._env.execute_sql(statement)
-                schema = result.get_resolved_schema()
-                columns = [{"name": name, "logicalType": {"type": str(t).split("(")[0], "nullable": True},
-                            "comment": None} for name, t in zip(schema.get_column_names(), schema.get_column_data_types())]
-                with result.collect() as rows:
-                    return columns, [[None if v is None else str(v) for v in row] for row in rows]
-            except Exception as exc:  # py4j wraps the Java exception: keep its "x.y.SomeException: …" line
-                raise StatementError(_java_error(str(exc))) from None
+            assert self._child.stdin is not None and self._child.stdout is not None
+            self._child.stdin.write(json.dumps(statement) + "\n")
+            self._child.stdin.flush()
+            line = self._child.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the PyFlink child process ended (exit {self._child.wait()})")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise StatementError(answer["error"])
+        return answer["columns"], answer["rows"]
+
+
+def _serve_statements(setup: list[str]) -> None:
+    """The child of :class:`FlinkExecutor`: one JSON statement a line in, one JSON answer a line out."""
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever PyFlink prints goes to stderr, never into the answers
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    for statement in setup:
+        env.execute_sql(statement)
+    for line in sys.stdin:
+        try:
+            result = env.execute_sql(json.loads(line))
+            schema = result.get_resolved_schema()
+            columns = [{"name": name, "logicalType": {"type": str(t).split("(")[0], "nullable": True},
+                        "comment": None} for name, t in zip(schema.get_column_names(), schema.get_column_data_types())]
+            with result.collect() as rows:
+                answer: dict[str, Any] = {"columns": columns,
+                                          "rows": [[None if v is None else str(v) for v in row] for row in rows]}
+        except Exception as exc:  # py4j wraps the Java exception: keep its "x.y.SomeException: …" line
+            answer = {"error": _java_error(str(exc))}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
 
 
 def _java_error(text: str) -> str:
@@ -218,3 +247,7 @@ def server_error(cause: str, operation: str = "") -> dict[str, list[str]]:
     recorded = json.loads(ERROR_TEMPLATE.read_text())["errors"]
     return {"errors": [recorded[0], recorded[1].replace("{operation}", operation or str(uuid.uuid4()))
                        .replace("{cause}", cause)]}
+
+
+if __name__ == "__main__":
+    _serve_statements(json.loads(sys.argv[1]))

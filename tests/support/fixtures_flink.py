@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -16,10 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def packaged_job_args(*job_args: str) -> list[str]:
-    """The documented ``flink run`` arguments for the packaged ingestion job (``make package``)."""
-    py = sys.executable
-    return ["run", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(ROOT / "build" / "lakeflow.zip"),
-            "-py", str(ROOT / "jobs" / "sensor_ingest.py"), *job_args]
+    """The documented ``flink run`` arguments for the packaged ingestion job (``make package``): its
+    environment shipped as ``-pyarch build/ingestion-env.tar.gz``, lakeflow inside."""
+    from lakeflow.ingest.submit import packaged_flink_run_command
+
+    return [*packaged_flink_run_command()[1:], *job_args]
 
 
 @pytest.fixture(scope="session")

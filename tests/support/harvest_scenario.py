@@ -19,6 +19,7 @@ import requests
 
 from lakeflow.runtime.flink_cluster import FlinkCluster
 from lakeflow.secret import is_secret_key
+from tests.support.envs import INGEST_PY
 
 JOBS_DIR = Path(__file__).parents[1] / "harvest_jobs"
 RECORDING = Path(__file__).parents[1] / "fixtures" / "harvest" / "cluster"
@@ -49,7 +50,7 @@ def submit(cluster: FlinkCluster, work: Path) -> Scenario:
     archive.mkdir(parents=True, exist_ok=True)
     location = (warehouse / "iot" / "sensor-readings").as_uri()
     catalog_uri = (work / "catalog").as_uri()
-    py = sys.executable
+    py = INGEST_PY
     proc = cluster.flink(["run", "-d", "-pyclientexec", py, "-pyexec", py, "-pyfs", str(JOBS_DIR),
                           "-py", str(JOBS_DIR / "submit_all.py"), str(archive), location, catalog_uri], timeout=300)
     submitted = proc.stdout.count("Job has been submitted")

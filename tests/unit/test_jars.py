@@ -6,7 +6,6 @@ Unit tests: they start no process. The real-process tests: tests/integration/tes
 
 from __future__ import annotations
 
-from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -34,23 +33,6 @@ def seed(jar_set: jars.JarSet, *names: str) -> list[Path]:
         (jar_set.folder / name).write_bytes(b"PK fake " + name.encode())
         out.append(jar_set.folder / name)
     return sorted(out)
-
-
-def test_versions_come_from_the_installed_wheels(tmp_path: Path) -> None:
-    assert jars.flink_version() == version("apache-flink")
-    client_api = list(jars.pyspark_jars_dir().glob("hadoop-client-api-*.jar"))
-    assert len(client_api) == 1 and client_api[0].name == f"hadoop-client-api-{jars.hadoop_version()}.jar"
-
-    fake = tmp_path / "spark-jars"
-    fake.mkdir()
-    with pytest.raises(jars.JarsUnavailable, match="found none"):
-        jars.hadoop_version(fake)
-    (fake / "hadoop-client-api-3.4.1.jar").touch()
-    (fake / "hadoop-client-runtime-3.4.1.jar").touch()
-    assert jars.hadoop_version(fake) == "3.4.1"
-    (fake / "hadoop-client-api-3.3.6.jar").touch()
-    with pytest.raises(jars.JarsUnavailable, match="3.3.6.*3.4.1"):
-        jars.hadoop_version(fake)
 
 
 def test_the_sets_name_their_artifacts_and_folders(jars_dir: Path) -> None:

@@ -1,0 +1,22 @@
+"""A spark-submit job for tests/integration/test_job_environments.py: prints, as one JSON line, what each of
+two tasks' Python is (interpreter, pyarrow version, where lakeflow comes from) on the executors."""
+
+import json
+
+from pyspark.sql import SparkSession
+
+
+def where(_: int) -> tuple[str, str, str]:
+    import sys
+
+    import pyarrow
+
+    import lakeflow
+
+    return sys.executable, pyarrow.__version__, lakeflow.__file__
+
+
+if __name__ == "__main__":
+    spark = SparkSession.builder.appName("executor-probe").getOrCreate()
+    print(json.dumps(spark.sparkContext.parallelize(range(2), 2).map(where).collect()), flush=True)
+    spark.stop()
