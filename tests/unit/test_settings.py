@@ -150,7 +150,7 @@ def test_every_variable_the_code_reads_is_documented():
 
 
 def test_process_settings_are_typed_and_read_only_when_asked(monkeypatch, tmp_path):
-    from lakeflow.ingest.sink import jar_path
+    from lakeflow.ingest.helpers_jar import jar_path
     from lakeflow.settings.process import process_environment
 
     jar = tmp_path / "helpers.jar"
