@@ -26,10 +26,11 @@ from typing import Iterator
 
 import pytest
 
-from lakeflow.compaction.config import load_config
+from lakeflow.compaction.config import CompactOptions, load_config
 from lakeflow.compaction.engine import engine_for, submitted_master
-from lakeflow.flink_cluster import FlinkCluster
-from lakeflow.spark_cluster import SparkCluster
+from lakeflow.runtime.flink_cluster import FlinkCluster
+from lakeflow.runtime.spark_cluster import SparkCluster
+from lakeflow.secret import is_secret_key
 from tests.support.envs import INGEST_PY, bare_venv
 from tests.support.fixtures_compaction import make_home
 from tests.support.fixtures_servers import free_port
@@ -110,10 +111,10 @@ def test_the_run_config_compacts_with_spark_on_a_cluster_and_auto_on_one_machine
     for key, value in home.env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--master spark://127.0.0.1:7077 pyspark-shell")
-    assert load_config([]).engine == "spark"
-    assert load_config(["--engine", "arrow"]).engine == "arrow"
+    assert load_config().engine == "spark"
+    assert load_config(CompactOptions(engine="arrow")).engine == "arrow"
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--master local[2] pyspark-shell")  # lakeflow compact's default
-    assert load_config([]).engine == "auto"
+    assert load_config().engine == "auto"
 
 
 # --- as a cluster runs them -----------------------------------------------------------------------
@@ -153,8 +154,10 @@ def clusters(bare_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     """LAKEFLOW_HOME with the Flink cluster of ``lakeflow flink up`` (its cluster/) and a Spark one,
     their daemons started with only the bare Python first on PATH."""
     home = tmp_path_factory.mktemp("shipped") / "lakeflow-home"
-    flink = FlinkCluster(home / "cluster", rest_port=free_port(), rpc_port=free_port(), python=bare_python)
-    spark = SparkCluster(home / "spark-cluster", port=free_port(), cores=2, memory="1g", python=bare_python)
+    flink = FlinkCluster(home / "cluster", rest_port=free_port(), rpc_port=free_port(), python=bare_python,
+                         secret_variable=is_secret_key)
+    spark = SparkCluster(home / "spark-cluster", port=free_port(), cores=2, memory="1g", python=bare_python,
+                         secret_variable=is_secret_key)
     with pytest.MonkeyPatch.context() as mp:
         for key in ("PYTHONPATH", "VIRTUAL_ENV"):
             mp.delenv(key, raising=False)
@@ -184,7 +187,7 @@ def test_the_printed_commands_deliver_every_reading_once_on_bare_clusters(
     for pid in [*flink._pids(), *spark.daemon_pids()]:
         assert daemon_path(pid).split(os.pathsep)[0] == str(bare_python.parent)
     settings = {"LAKEFLOW_HOME": str(home), "LAKEFLOW_ENV_FILE": "/dev/null"}
-    printed = subprocess.run([sys.executable, "-m", "lakeflow.ingest.submit"], env={**os.environ, **settings},
+    printed = subprocess.run([str(Path(sys.executable).parent / "lakeflow"), "flink-command"], env={**os.environ, **settings},
                              capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0, printed.stderr
     assert f"FLINK_CONF_DIR={flink.conf_dir} " in printed.stdout and "-pyarch" in printed.stdout
