@@ -218,7 +218,7 @@ def test_the_printed_commands_deliver_every_reading_once_on_bare_clusters(
     assert sorted(keys) == sorted((r["run_id"], r["seq"]) for r in written) and len(set(keys)) == records
 
     # the executors' Python: the shipped environment's, with lakeflow and pyarrow >= 18 inside
-    probe_cmd = submit.stdout.split(str(REPO / "jobs" / "compact.py"))[0] + str(REPO / "tests" / "executor_probe.py")
+    probe_cmd = submit.stdout.split(str(REPO / "jobs" / "compact.py"))[0] + str(REPO / "tests" / "support" / "executor_probe.py")
     probe = subprocess.run(["bash", "-c", probe_cmd], cwd=tmp_path, capture_output=True, text=True, timeout=600,
                            env=bare_env(bare_python, SPARK_LOCAL_IP="127.0.0.1"))
     assert probe.returncode == 0, probe.stderr[-3000:]
