@@ -34,6 +34,15 @@ class KafkaUnavailable(LakeflowError, RuntimeError):
     """Kafka could not be had or started (jars, Java, a tool failing); the message says which."""
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id as Kafka's ``Uuid.randomUuid()`` makes one: URL-safe base64 of 16
+    random bytes, never starting with ``-`` (the storage tool would read it as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def _run(cmd: Sequence[str], what: str, timeout: float, stdin: str | None = None) -> str:
     try:
         done = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, input=stdin)
@@ -134,7 +143,7 @@ def run_kafka(work: Path, port: int, controller_port: int, timeout: float = 60.0
     work.mkdir(parents=True, exist_ok=True)
     props = work / "server.properties"
     props.write_text(server_properties(port, controller_port, work / "data"))
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = new_cluster_id()
     storage_tool = [java(), *TOOL_JVM_OPTIONS, "-cp", classpath, "kafka.tools.StorageTool"]
     _run([*storage_tool, "format", "-t", cluster_id, "-c", str(props)], "kafka-storage format", timeout=120)
     log = work / "kafka.log"

@@ -6,10 +6,10 @@ launcher, the lock, each stage, exit codes) is ``lakeflow compact``'s own code.
 
 import sys
 
-from lakeflow import cli
+from lakeflow.cli.main import main
 from lakeflow.compaction import run
 from tests.compaction_jobs.s3_stages import s3_catalog
 
 if __name__ == "__main__":
     run.iceberg_catalog = lambda settings: s3_catalog(settings.home)
-    sys.exit(cli.main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))
