@@ -6,10 +6,13 @@ import java.util.Properties;
 
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.source.Source;
 import org.apache.flink.connector.kafka.source.KafkaSource;
 import org.apache.flink.connector.kafka.source.KafkaSourceBuilder;
+import org.apache.flink.connector.kafka.source.enumerator.KafkaSourceEnumState;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.connector.kafka.source.reader.deserializer.KafkaRecordDeserializationSchema;
+import org.apache.flink.connector.kafka.source.split.KafkaPartitionSplit;
 import org.apache.flink.kafka.shaded.org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.flink.kafka.shaded.org.apache.kafka.clients.consumer.OffsetResetStrategy;
 import org.apache.flink.types.Row;
@@ -21,7 +24,9 @@ import org.apache.flink.util.Collector;
  * one topic, each message as {@code Row(topic, partition, offset, payload bytes)}, what
  * {@link KafkaReadings} validates.
  *
- * <p>The group's offsets are committed on every checkpoint (the connector's default). As a
+ * <p>The group's offsets are committed on every checkpoint (the connector's default); the end
+ * offsets of a bounded source synchronously besides ({@link EndOffsetCommits}), so the next run
+ * starts where this one ended. As a
  * DataStream source it declares its topic to Flink's native lineage (FLIP-314) the way the
  * connector does: namespace {@code kafka://<first bootstrap server>}, name the topic — OpenLineage's
  * naming of a Kafka dataset, which the job's parameters declare too.
@@ -54,7 +59,7 @@ public final class KafkaMessages implements KafkaRecordDeserializationSchema<Row
      * @param stopAtLatest a bounded source, ending at the offsets present when it starts
      * @param properties further Kafka client properties (security); secrets included, so never log them
      */
-    public static KafkaSource<Row> source(String servers, String topic, String groupId, String startingOffsets,
+    public static Source<Row, KafkaPartitionSplit, KafkaSourceEnumState> source(String servers, String topic, String groupId, String startingOffsets,
             String offsetReset, boolean stopAtLatest, Map<String, String> properties) {
         Properties client = new Properties();
         client.putAll(properties);
@@ -68,7 +73,11 @@ public final class KafkaMessages implements KafkaRecordDeserializationSchema<Row
         if (stopAtLatest) {
             builder.setBounded(OffsetsInitializer.latest());
         }
-        return builder.build();
+        Properties group = new Properties();
+        group.putAll(client);
+        group.put("bootstrap.servers", servers);
+        group.put("group.id", groupId);
+        return new EndOffsetCommits(builder.build(), group);
     }
 
     static OffsetsInitializer startingOffsets(String startingOffsets, String offsetReset) {
