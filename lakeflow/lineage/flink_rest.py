@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import requests
+import urllib3
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 from lakeflow.errors import LakeflowError
 from lakeflow.secret import Secret
+
+if TYPE_CHECKING:
+    from lakeflow.http import Pool
 
 T = TypeVar("T")
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a JobManager answer larger than this is refused, not buffered
@@ -58,11 +60,14 @@ class Auth:
         if bool(self.username) != bool(self.password):
             raise ValueError("Flink auth: username and password go together")
 
-    def apply(self, session: requests.Session) -> None:
+    def headers(self) -> dict[str, str]:
+        """The ``Authorization`` header of these credentials; none without."""
         if self.token:
-            session.headers["Authorization"] = f"Bearer {self.token.reveal()}"
-        elif self.username and self.password:
-            session.auth = (self.username, self.password.reveal())
+            return {"Authorization": f"Bearer {self.token.reveal()}"}
+        if self.username and self.password:
+            basic = urllib3.make_headers(basic_auth=f"{self.username}:{self.password.reveal()}")
+            return {"Authorization": basic["authorization"]}
+        return {}
 
 
 @dataclass(frozen=True)
@@ -79,58 +84,47 @@ class Connection:
     backoff_s: float = 0.5
 
 
-def new_session(conn: Connection, retry_500: bool = True) -> requests.Session:
-    """The one place a harvester HTTP session is made (lakeflow.http: retries, backoff, timeout).
-    ``retry_500=False`` for the SQL Gateway, whose 500 is a failed statement's answer."""
-    from lakeflow.http import RETRY_STATUSES, HttpOptions
-    from lakeflow.http import new_session as http_session
+def new_pool(conn: Connection, retry_500: bool = True) -> Pool:
+    """The one place a harvester's HTTP pool is made (lakeflow.http: retries, backoff, timeout, the
+    environment's proxy read once). ``retry_500=False`` for the SQL Gateway, whose 500 is a failed
+    statement's answer."""
+    from lakeflow.http import RETRY_STATUSES, HttpOptions, Pool
 
     statuses = RETRY_STATUSES if retry_500 else RETRY_STATUSES - {500}
-    session = http_session(
-        HttpOptions(
-            timeout=conn.timeout_s,
-            max_retries=conn.max_retries,
-            backoff=conn.backoff_s,
-            backoff_max=10.0,
-            jitter=0.1,
-            retry_after_max=30,
-            verify=conn.verify_ssl,
-            retry_statuses=statuses,
-        )
+    options = HttpOptions(
+        timeout=conn.timeout_s,
+        max_retries=conn.max_retries,
+        backoff=conn.backoff_s,
+        backoff_max=10.0,
+        jitter=0.1,
+        retry_after_max=30,
+        verify=conn.verify_ssl,
+        retry_statuses=statuses,
     )
-    conn.auth.apply(session)
-    _read_environment_once(session, conn.url)
-    return session
+    return Pool(conn.url, options, conn.auth.headers())
 
 
-def _read_environment_once(session: requests.Session, url: str) -> None:
-    """Proxies, CA bundle and ``.netrc`` from the environment, read once for the session's one
-    origin rather than on every request, as requests does (at three requests a job, a third of
-    a harvest's CPU went to walking ``os.environ``)."""
-    from requests.utils import get_environ_proxies, get_netrc_auth
+def request_failure(exc: Exception) -> str:
+    """Why a request got no answer, for an error message (at most ~400 characters)."""
+    from lakeflow.http import failure
 
-    session.proxies.update(get_environ_proxies(url))
-    if session.verify is True:
-        session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
-    if session.auth is None and "Authorization" not in session.headers:
-        session.auth = get_netrc_auth(url)
-    session.trust_env = False
+    return failure(exc)[:420]
 
 
-def read_json(response: requests.Response, what: str, deadline: float) -> Any:
+def read_json(response: urllib3.BaseHTTPResponse, what: str, deadline: float) -> Any:
     """The JSON body of a successful answer, read by ``deadline`` (``time.monotonic()``) and
     bounded in size, strictly parsed; a clear error otherwise."""
-    from lakeflow.http import AnswerRefused, read_body
+    from lakeflow.http import AnswerRefused, read_answer
 
     try:
-        if response.status_code >= 400:
-            detail = _error_text(read_body(response, deadline, ERROR_BODY_BYTES, cut=True).decode("utf-8", "replace"))
-            raise FlinkRestError(f"{what}: HTTP {response.status_code}: {detail}", response.status_code, detail)
-        body = read_body(response, deadline, MAX_BODY_BYTES)
+        if response.status >= 400:
+            detail = _error_text(read_answer(response, deadline, ERROR_BODY_BYTES, cut=True).decode("utf-8", "replace"))
+            raise FlinkRestError(f"{what}: HTTP {response.status}: {detail}", response.status, detail)
+        body = read_answer(response, deadline, MAX_BODY_BYTES)
     except AnswerRefused as exc:
         raise FlinkRestError(f"{what}: {exc}") from None
-    except requests.RequestException as exc:
-        raise FlinkRestError(f"{what}: reading the answer failed: {exc}") from exc
+    except urllib3.exceptions.HTTPError as exc:
+        raise FlinkRestError(f"{what}: reading the answer failed: {type(exc).__name__}: {exc}") from exc
     try:
         return strict_json(body)
     except ValueError as exc:
@@ -558,34 +552,27 @@ def _field_error(exc: ValidationError) -> str:
 
 
 class FlinkRestClient:
-    """Typed reads from one JobManager; safe to share between threads (one pooled session)."""
+    """Typed reads from one JobManager; safe to share between threads (one connection pool)."""
 
-    def __init__(self, conn: Connection, session: requests.Session | None = None) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.base = conn.url.rstrip("/")
-        self._session = session or new_session(conn)
+        self._pool = new_pool(conn)
 
     def close(self) -> None:
-        self._session.close()
+        self._pool.close()
 
     def get(self, path: str) -> Any:
-        """GET ``/v1{path}`` → parsed JSON (retried by the session on 5xx/429/connection errors)."""
+        """GET ``/v1{path}`` → parsed JSON (retried by the pool on 5xx/429/connection errors)."""
+        from lakeflow.http import RedirectRefused
+
         url = f"{self.base}/v1{path}"
         deadline = time.monotonic() + self.conn.deadline_s
         try:
-            response = self._session.send(self._prepared(url), stream=True, timeout=self.conn.timeout_s)
-        except requests.RequestException as exc:
-            raise FlinkRestError(f"GET {url}: {_reason(exc)}") from exc
+            response = self._pool.request("GET", url)
+        except (urllib3.exceptions.HTTPError, RedirectRefused) as exc:
+            raise FlinkRestError(f"GET {url}: {request_failure(exc)}") from exc
         return read_json(response, f"GET {url}", deadline)
-
-    def _prepared(self, url: str) -> requests.PreparedRequest:
-        """A GET of ``url`` with the session's headers, auth, cookies and hooks: what
-        ``Session.request`` prepares, without its per-request merging of settings (a quarter of a
-        request's CPU; nothing is set per request here)."""
-        s = self._session
-        request = requests.PreparedRequest()
-        request.prepare(method="GET", url=url, headers=s.headers, cookies=s.cookies, auth=s.auth, hooks=s.hooks)
-        return request
 
     def _read(self, path: str, parse: Callable[[Any], T]) -> T:
         """GET ``path`` typed by ``parse``: a payload it cannot take is a FlinkRestError too."""
@@ -635,7 +622,3 @@ class FlinkRestClient:
         """Task I/O counters of a live vertex, summed over its subtasks."""
         path = f"/jobs/{jid}/vertices/{vid}/subtasks/metrics?get={','.join(VERTEX_METRICS)}&agg=sum"
         return self._read(path, parse_vertex_metrics)
-
-
-def _reason(exc: requests.RequestException) -> str:
-    return f"{type(exc).__name__}: {str(exc)[:400]}"

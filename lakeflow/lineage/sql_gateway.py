@@ -13,6 +13,7 @@ path on the gateway (credentials never go elsewhere); any of these failing fails
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -22,14 +23,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import requests
+import urllib3
 
-from lakeflow.lineage.flink_rest import Connection, FlinkRestError, new_session, read_json
+from lakeflow.lineage.flink_rest import Connection, FlinkRestError, new_pool, read_json, request_failure
 from lakeflow.lineage.plan import TableRef
 
 V = TypeVar("V")
 POLL_S = 0.05
 MAX_ROWS = 10_000  # result rows of one statement (a catalog description, a table's DDL: a few)
+JSON = {"Content-Type": "application/json"}
 _PATH = re.compile(r"/(?!/)[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*")  # a path (and query) on this origin
 
 
@@ -64,18 +66,12 @@ class StatementResult:
 class SqlGatewayClient:
     """One gateway session, opened on first use; safe to share between threads."""
 
-    def __init__(
-        self,
-        conn: Connection,
-        operation_timeout_s: float = 60.0,
-        max_rows: int = MAX_ROWS,
-        session: requests.Session | None = None,
-    ) -> None:
+    def __init__(self, conn: Connection, operation_timeout_s: float = 60.0, max_rows: int = MAX_ROWS) -> None:
         self.conn = conn
         self.base = conn.url.rstrip("/")
         self.operation_timeout_s = operation_timeout_s  # a whole statement: waiting and paging
         self.max_rows = max_rows
-        self._http = session or new_session(conn, retry_500=False)
+        self._http = new_pool(conn, retry_500=False)
         self._handle: str | None = None
         self._open_lock = threading.Lock()
         self._catalogs: SingleFlight[dict[str, str]] = SingleFlight()
@@ -83,12 +79,17 @@ class SqlGatewayClient:
         self._all_tables: SingleFlight[tuple[TableRef, ...]] = SingleFlight()
 
     def _call(self, method: str, path: str, body: dict | None = None, deadline: float = math.inf) -> Any:
+        from lakeflow.http import RedirectRefused
+
         url = f"{self.base}{path}"
         deadline = min(deadline, time.monotonic() + self.conn.deadline_s)
         try:
-            response = self._http.request(method, url, json=body, stream=True, timeout=self.conn.timeout_s)
-        except requests.RequestException as exc:
-            raise FlinkRestError(f"SQL Gateway {method} {url}: {type(exc).__name__}: {str(exc)[:300]}") from exc
+            if body is None:
+                response = self._http.request(method, url)
+            else:
+                response = self._http.request(method, url, json.dumps(body, allow_nan=False).encode(), JSON)
+        except (urllib3.exceptions.HTTPError, RedirectRefused) as exc:
+            raise FlinkRestError(f"SQL Gateway {method} {url}: {request_failure(exc)}") from exc
         return read_json(response, f"SQL Gateway {method} {url}", deadline)
 
     def _session(self) -> str:
@@ -187,7 +188,7 @@ class SqlGatewayClient:
         return [str(row[0]) for row in self.execute(statement).rows if row and row[0] is not None]
 
     def close(self) -> None:
-        """Close the gateway session (best effort) and the HTTP session."""
+        """Close the gateway session (best effort) and the connection pool."""
         try:
             if self._handle is not None:
                 self._call("DELETE", f"/v1/sessions/{self._handle}")

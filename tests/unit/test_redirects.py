@@ -1,4 +1,4 @@
-"""No credential follows a redirect to another origin: the 401 retry, lakeflow's sessions, the
+"""No credential follows a redirect to another origin: the 401 retry, lakeflow's sessions and pools, the
 OAuth token request and the Flink REST client, against real servers on 127.0.0.1 (two ports are
 two origins)."""
 
@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from lakeflow.auth import AuthError, BearerAuth, OAuthClientCredentials, StaticToken
-from lakeflow.http import HttpOptions, new_session, origin
+from lakeflow.http import HttpOptions, Pool, RedirectRefused, new_session, origin
 from lakeflow.lineage.flink_rest import Auth, Connection, FlinkRestClient, FlinkRestError
 from lakeflow.secret import Secret
 from tests.standins.flink_rest import Answer
@@ -61,6 +61,19 @@ def test_lakeflow_sessions_refuse_a_redirect_to_another_origin(servers, status):
                               "configured origin only (configure the URL it redirects to instead)")
     assert other.received == []
     assert TOKEN not in str(err.value)
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_lakeflow_pools_refuse_a_redirect_to_another_origin(servers, status):
+    other = servers(200, body=b"{}")
+    here = redirect_to(servers, f"{other.url}/elsewhere", status)
+    pool = Pool(here.url, FAST, {"Authorization": f"Bearer {TOKEN}"})
+    with pytest.raises(RedirectRefused) as err:
+        pool.request("POST", f"{here.url}/api", b"payload")
+    assert str(err.value) == (f"redirect from {here.url} to {other.url} refused: credentials go to the "
+                              "configured origin only (configure the URL it redirects to instead)")
+    assert [r.body for r in here.received] == [b"payload"]
+    assert other.received == []
 
 
 def test_a_redirect_within_the_origin_keeps_its_credentials(flink_rest_stub):

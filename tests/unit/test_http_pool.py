@@ -1,0 +1,113 @@
+"""lakeflow.http.Pool, the harvester's transport on urllib3 alone, against servers on 127.0.0.1:
+kept-alive connections, redirects within the origin (303 turns into a GET, a loop ends), the
+environment's .netrc, and failures worded as requests words them."""
+
+from __future__ import annotations
+
+import time
+from http.server import ThreadingHTTPServer
+from typing import Iterator
+
+import pytest
+import urllib3
+
+from lakeflow.http import MAX_REDIRECTS, USER_AGENT, HttpOptions, Pool, failure, read_answer
+from tests.standins.http_stub import FixedServer, QuietHandler, serve, stop, url_of
+
+FAST = HttpOptions(timeout=5, max_retries=0)
+
+
+class Routes:
+    """An HTTP/1.1 server answering by path (``{path: (status, headers, body)}``, else 404) and
+    recording ``(method, path, body, client port)`` of every request."""
+
+    def __init__(self, routes: dict[str, tuple[int, tuple[tuple[str, str], ...], bytes]]) -> None:
+        self.routes = routes
+        self.received: list[tuple[str, str, bytes, int]] = []
+        routes_, received = self.routes, self.received
+
+        class Handler(QuietHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _answer(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                received.append((self.command, self.path, body, self.client_address[1]))
+                status, headers, answer = routes_.get(self.path, (404, (), b"{}"))
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            do_GET = do_POST = _answer
+
+        self.server: ThreadingHTTPServer = serve(Handler)
+        self.url = url_of(self.server)
+
+
+@pytest.fixture
+def routes() -> Iterator:
+    started: list[Routes] = []
+
+    def start(table: dict) -> Routes:
+        started.append(Routes(table))
+        return started[-1]
+
+    yield start
+    for r in started:
+        stop(r.server)
+
+
+def body(pool: Pool, method: str, url: str, data: bytes | None = None) -> tuple[int, bytes]:
+    response = pool.request(method, url, data)
+    return response.status, read_answer(response, time.monotonic() + 5, 1024)
+
+
+def test_the_requests_of_a_pool_share_one_kept_alive_connection(routes):
+    server = routes({"/a": (200, (), b'{"a": 1}'), "/b": (200, (), b"[]")})
+    pool = Pool(server.url, FAST)
+    assert [body(pool, "GET", f"{server.url}{p}") for p in ("/a", "/b", "/a")] == [
+        (200, b'{"a": 1}'), (200, b"[]"), (200, b'{"a": 1}')]
+    assert len({port for *_, port in server.received}) == 1
+
+
+def test_a_303_within_the_origin_is_followed_as_a_get_without_the_body(routes):
+    server = routes({"/statements": (303, (("Location", "/result"),), b""), "/result": (200, (), b"{}")})
+    assert body(Pool(server.url, FAST), "POST", f"{server.url}/statements", b'{"statement": "x"}') == (200, b"{}")
+    assert [(m, p, b) for m, p, b, _ in server.received] == [
+        ("POST", "/statements", b'{"statement": "x"}'), ("GET", "/result", b"")]
+
+
+def test_a_redirect_loop_within_the_origin_ends_after_max_redirects():
+    server = FixedServer(307, (("Location", "/again"),)).start()
+    try:
+        with pytest.raises(urllib3.exceptions.MaxRetryError) as err:
+            Pool(server.url, FAST).request("GET", f"{server.url}/start")
+        assert len(server.received) == MAX_REDIRECTS + 1
+        assert failure(err.value) == (f"TooManyRedirects: None: Max retries exceeded with url: {server.url}/again "
+                                      "(Caused by ResponseError('too many redirects'))")
+    finally:
+        server.stop()
+
+
+def test_the_environments_netrc_is_read_when_no_credentials_are_given(routes, tmp_path, monkeypatch):
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login ann password pw\n")
+    monkeypatch.setenv("NETRC", str(netrc))
+    server = routes({})
+    assert Pool(server.url, FAST).headers == {"User-Agent": USER_AGENT, "Accept": "*/*",
+                                              "Accept-Encoding": urllib3.make_headers(accept_encoding=True)[
+                                                  "accept-encoding"],
+                                              "Authorization": "Basic YW5uOnB3"}
+    assert Pool(server.url, FAST, {"Authorization": "Bearer t"}).headers["Authorization"] == "Bearer t"
+
+
+def test_a_refused_connection_is_worded_as_requests_words_it():
+    from tests.support.fixtures_servers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(urllib3.exceptions.MaxRetryError) as err:
+        Pool(url, FAST).request("GET", f"{url}/x")
+    assert failure(err.value).startswith("ConnectionError: HTTPConnectionPool(host='127.0.0.1'")
+    assert "Caused by NewConnectionError" in failure(err.value)
