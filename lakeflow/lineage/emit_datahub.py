@@ -195,8 +195,9 @@ def _run(u: Urns, r: Run) -> list[dict[str, Any]]:
 
 
 def dumps(mcps: Iterable[dict[str, Any]]) -> str:
-    """The file the DataHub ``file`` source reads: a JSON array of MCPs."""
-    return json.dumps(list(mcps), indent=2, sort_keys=True) + "\n"
+    """The file the DataHub ``file`` source reads: a JSON array of MCPs, one a line (written by
+    the C encoder, which ``indent`` would replace by the pure-Python one)."""
+    return "[\n" + ",\n".join(json.dumps(m, sort_keys=True) for m in mcps) + "\n]\n"
 
 
 def send(

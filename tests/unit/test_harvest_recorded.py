@@ -66,7 +66,9 @@ def test_output_is_byte_for_byte_stable(recorded_jobmanager, recorded_gateway, t
 
 
 def test_datahub_proposals(recorded_jobmanager, recorded_scenario, tmp_path):
-    mcps = json.loads(harvest(recorded_jobmanager, tmp_path, fmt="datahub")[1])
+    text = harvest(recorded_jobmanager, tmp_path, fmt="datahub")[1]
+    mcps = json.loads(text)
+    assert text == "[\n" + ",\n".join(json.dumps(m, sort_keys=True) for m in mcps) + "\n]\n"  # one MCP a line
     by = {}
     for m in mcps:
         assert m["changeType"] == "UPSERT" and m["aspect"]["contentType"] == "application/json"
