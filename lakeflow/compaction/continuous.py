@@ -26,8 +26,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from lakeflow.compaction.metrics import CompactorMetrics, read_report, serve
-
 log = logging.getLogger("lakeflow.compaction.continuous")
 
 SLICE_S = 0.2  # a signal ends the sleep within this long
@@ -89,6 +87,8 @@ def run_forever(
     Each run's JSON report goes to ``report_path`` (replaced by the next run's) or a temporary file,
     and its figures into the metrics served on ``metrics_port`` (all interfaces; none when None);
     ``maintain``: whether the run also maintains the table."""
+    from lakeflow.compaction.metrics import CompactorMetrics, read_report, serve  # prometheus_client: not for --help
+
     last_maintain: float | None = None
     metrics = CompactorMetrics()
     with contextlib.ExitStack() as stack:
