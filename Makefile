@@ -43,9 +43,11 @@ $(UV):
 	$(TOOLS)/bin/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION) venv-pack==$(VENV_PACK_VERSION)
 
 # A venv ($1) holding exactly the lock file $2 (uv pip sync), then lakeflow editable ($3: -e) or not.
+# Bytecode is compiled at install: where it is not written at import (PYTHONDONTWRITEBYTECODE, a
+# read-only or unpacked-per-task environment), every command would compile its imports again (~1 s).
 define locked_venv
 	@test -x $(1)/bin/python || $(PYTHON) -m venv --without-pip $(4) $(1)
-	$(UV) pip sync -q --python $(1)/bin/python $(2)
+	$(UV) pip sync -q --compile-bytecode --python $(1)/bin/python $(2)
 	$(UV) pip install -q --python $(1)/bin/python --no-deps $(3) .
 endef
 
@@ -124,8 +126,8 @@ LAKEFLOW_SRC := pyproject.toml $(shell find lakeflow -name '*.py')
 define job_env_archive
 	rm -rf build/envs/$(1) $(2) && mkdir -p build/envs
 	$(PYTHON) -m venv --copies --without-pip build/envs/$(1)
-	$(UV) pip sync -q --python build/envs/$(1)/bin/python envs/$(1)/requirements.txt
-	$(UV) pip install -q --python build/envs/$(1)/bin/python --no-deps --reinstall-package lakeflow .
+	$(UV) pip sync -q --compile-bytecode --python build/envs/$(1)/bin/python envs/$(1)/requirements.txt
+	$(UV) pip install -q --compile-bytecode --python build/envs/$(1)/bin/python --no-deps --reinstall-package lakeflow .
 	$(TOOLS)/bin/venv-pack -q --compress-level 1 -p build/envs/$(1) -o $(2)
 endef
 
