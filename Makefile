@@ -53,6 +53,7 @@ endef
 
 $(STAMP): | $(UV)
 	$(call locked_venv,$(VENV),envs/dev/requirements.txt,-e)
+	$(VENV)/bin/python -m compileall -q lakeflow jobs >/dev/null  # lakeflow's own (editable: both venvs import it from here)
 	@rm -f $(VENV)/.installed-* && touch $@
 
 $(INGEST_STAMP): | $(UV)
