@@ -3,9 +3,8 @@
 Local part files are parsed by pyarrow in the executors (:mod:`~lakeflow.compaction.spark.parse`):
 ``mapInArrow`` over a range of batch numbers, one partition per batch, the batches balanced by
 bytes (largest file first, each to the lightest batch) and broadcast. Files pyarrow's fast path
-does not take (another layout, a mistyped field, malformed, empty), files on object stores, and
-every file with pyarrow < 18 (PySpark 4's Arrow floor) go through Spark's ``multiLine`` JSON reader
-under the explicit schema, PERMISSIVE — so every file is read with the semantics the engine contract
+does not take (another layout, a mistyped field, malformed, empty) and files on object stores go
+through Spark's ``multiLine`` JSON reader under the explicit schema, PERMISSIVE — so every file is read with the semantics the engine contract
 states (:mod:`lakeflow.compaction.engine`). Spark's reader is handed exactly its files in one JVM
 call (py4j would convert a Python list element by element) and never lists the raw folder.
 
@@ -27,7 +26,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -44,7 +42,6 @@ _SQL_TYPES = {str: "string", int: "bigint", float: "double"}
 SCHEMA_DDL = ", ".join(f"{n} {_SQL_TYPES[t]}" for n, t in FIELDS)
 OUTPUT_DDL = f"{SCHEMA_DDL}, {FILE_ID} int"
 BATCH_BYTES = 64 << 20  # raw bytes a task parses, at most (the batches: a whole number per core)
-ARROW_IN_WORKERS = int(pa.__version__.split(".")[0]) >= 18  # PySpark 4's mapInArrow refuses older pyarrow
 
 
 def read_schema() -> StructType:
@@ -91,7 +88,7 @@ def read_parts(spark: SparkSession, raw: Storage, parts: Sequence[FileEntry]) ->
     cached: list[DataFrame] = []
     rows: DataFrame | None = None
     left = list(parts)
-    if raw.is_local and parts and ARROW_IN_WORKERS:
+    if raw.is_local and parts:
         fast = _parsed_in_executors(spark, raw, parts, ids).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(fast)
         by_id = file_summaries(fast, FILE_ID)
