@@ -16,7 +16,7 @@ pytest_plugins = [
     "tests.standins.s3_expiry_proxy",
     "tests.support.iceberg_rest",
     "tests.support.lakehouse",
-    "tests.support.kafka_broker",
+    "tests.support.fixtures_kafka",
     "tests.support.postgres_server",
     "tests.support.jvm_guard",
 ]

@@ -2,8 +2,8 @@
 verified ``kafka-broker`` jar set, one KRaft node on 127.0.0.1) on free ports.
 
 - :func:`run_kafka` — a broker on free ports with its data under a folder, stopped at the end.
-- fixture ``kafka_broker`` (session) — that broker; the tests using it fail, with the reason, when
-  Java or the jars cannot be had.
+- the ``kafka_broker`` fixture is in :mod:`tests.support.fixtures_kafka` (this module imports no
+  pytest: the benchmarks use it from the ingestion environment, which has none).
 - ``python -m tests.support.kafka_broker`` fetches (if missing) and lists Kafka's classpath.
 """
 
@@ -11,30 +11,20 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 from lakeflow.runtime import kafka
 from lakeflow.runtime.kafka import KafkaBroker, KafkaUnavailable
-from tests.support.fixtures_servers import free_port
+from lakeflow.runtime.ports import free_ports
 
-__all__ = ["KafkaBroker", "kafka_broker", "run_kafka"]
+__all__ = ["KafkaBroker", "run_kafka"]
 
 
 @contextmanager
 def run_kafka(work: Path, timeout: float = 60.0) -> Iterator[KafkaBroker]:
-    with kafka.run_kafka(work, free_port(), free_port(), timeout) as broker:
-        yield broker
-
-
-@pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    """One Kafka 4.1.1 KRaft broker for the session (``kafka_broker.bootstrap``)."""
-    kafka.kafka_jars()  # fails (never skips) the tests that need it when the jars cannot be had
-    with run_kafka(tmp_path_factory.mktemp("kafka")) as broker:
+    with kafka.run_kafka(work, *free_ports(2), timeout) as broker:
         yield broker
 
 
