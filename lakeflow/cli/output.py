@@ -8,8 +8,9 @@ import json
 import os
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, TextIO
+
+from lakeflow.runtime.homes import lakeflow_script
 
 
 class Output:
@@ -31,8 +32,8 @@ class Output:
 
 
 def shown(*args: str) -> str:
-    """A ``lakeflow`` command line as a user can paste it from here: ``.venv/bin/lakeflow …`` (the
-    script beside this interpreter, relative to the current directory when below it)."""
-    script = Path(sys.executable).parent / "lakeflow"
+    """A ``lakeflow`` command line as a user can paste it from here: ``.venv/bin/lakeflow …``
+    (:func:`~lakeflow.runtime.homes.lakeflow_script`, relative to the current directory when below it)."""
+    script = lakeflow_script()
     rel = os.path.relpath(script)
     return " ".join([str(script) if rel.startswith("..") else rel, *args])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 INGESTION_VENV = REPO / ".venv-flink"  # make install; the ingestion job's environment in a checkout
+COMMAND_VENV = REPO / ".venv"  # make install; the compaction job's environment + the lakeflow command
 
 
 def _package_dir(name: str) -> Path:
@@ -29,6 +30,15 @@ def ingestion_python() -> Path:
     if importlib.util.find_spec("pyflink") is not None:
         return Path(sys.executable)
     return INGESTION_VENV / "bin" / "python"
+
+
+def lakeflow_script() -> Path:
+    """The ``lakeflow`` command whose environment runs the commands (compaction, query, harvest): the
+    one beside this interpreter, except in the ingestion environment of a checkout: ``.venv``'s."""
+    command_venv_script = COMMAND_VENV / "bin" / "lakeflow"
+    if importlib.util.find_spec("pyflink") is not None and command_venv_script.exists():
+        return command_venv_script
+    return Path(sys.executable).parent / "lakeflow"
 
 
 def flink_home() -> Path:
