@@ -5,7 +5,7 @@ the table's shape, read-only; :mod:`lakeflow.compaction.status`)."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from lakeflow.cli.compact import add_maintain_arguments, add_table_arguments, options_of
 from lakeflow.cli.output import Output
@@ -52,7 +52,9 @@ def _maintain(args: argparse.Namespace) -> int:
     from lakeflow.compaction.maintain import run_maintain
 
     config = load_config(options_of(args))
-    return run_maintain(replace(config, maintenance=replace(config.maintenance, dry_run=args.dry_run)), args.json)
+    report = run_maintain(replace(config, maintenance=replace(config.maintenance, dry_run=args.dry_run)))
+    Output(args.json).result(report.summary_lines(), asdict(report))
+    return 0
 
 
 def _status(args: argparse.Namespace) -> int:

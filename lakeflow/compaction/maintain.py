@@ -33,12 +33,11 @@ compactor's own recovery (:mod:`~lakeflow.compaction.recovery`, which owns ``dat
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -141,9 +140,6 @@ class MaintainReport:
         if self.uploads_unlisted:
             lines.append(f"  open uploads not listed: {self.uploads_unlisted}")
         return lines
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
 
     def counts(self) -> dict[str, int]:
         """What it did, as numbers (for a compaction run's report and its metrics)."""
@@ -510,8 +506,8 @@ def after_compaction(run: Run) -> MaintainReport:
     return report
 
 
-def run_maintain(config: CompactConfig, as_json: bool) -> int:
-    """``lakeflow maintain``: open the tables, take the lease, recover, maintain, print the summary."""
+def run_maintain(config: CompactConfig) -> MaintainReport:
+    """``lakeflow maintain``: open the tables, take the lease, recover, maintain; what it did (or would do)."""
     run = begin(config)
     if config.maintenance.dry_run:
         report = maintain(run.target, config.maintenance, raw=run.raw.storage)
@@ -521,5 +517,4 @@ def run_maintain(config: CompactConfig, as_json: bool) -> int:
             recover_orphans(run)  # the compactor's recovery: crashed runs' staging and data files
             report = maintain(run.target, config.maintenance, run.lease, run.raw.storage)
             report.recovered = run.report.orphans_removed
-    print(report.to_json() if as_json else "\n".join(report.summary_lines()), flush=True)
-    return 0
+    return report
