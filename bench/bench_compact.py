@@ -17,7 +17,7 @@ the same files in the same run, each in its own process, timed end to end with i
 
 Ratios are throughput relative to DuckDB. Then, at the largest size, the Spark engine on a
 standalone cluster (:class:`lakeflow.runtime.spark_cluster.SparkCluster`, as ``lakeflow spark up`` starts
-it) with one worker and with two, one core each: its scaling. The crossover is where the two engines' times, fitted
+it) with one worker and with two, one core each: its scaling, and how many of the machine's cores each run keeps busy. The crossover is where the two engines' times, fitted
 as ``fixed + per-row cost`` over the sizes measured, meet — the batch size above which Spark is
 the faster engine on this machine; then arrow's peak memory per raw byte, which sets how large a
 batch ``auto`` gives arrow when no crossover does (:func:`lakeflow.compaction.engine.arrow_max_bytes`). Generated files are cached under ``build/bench/``. Not a test:
@@ -282,16 +282,26 @@ def scaling(rows: int, repeats: int) -> None:
         try:
             times = []
             for _ in range(repeats):
+                busy = busy_cpu_seconds()
                 s, rss, _ = compaction(home, rows, "spark", "--master", cluster.master_url,
                                        "--spark-conf", "spark.executor.memory=2g")
+                busy = busy_cpu_seconds() - busy
                 times.append(s)
-                print(f"  spark, {workers} worker(s) × 1 core {s:7.1f} s {rss / 2**20:7.0f} MiB", flush=True)
+                print(f"  spark, {workers} worker(s) × 1 core {s:7.1f} s {rss / 2**20:7.0f} MiB; the machine "
+                      f"{busy / s:.2f} of {os.cpu_count()} cores busy (the driver's processes "
+                      f"{CPU_SECONDS[-1] / s:.2f}; on a quiet machine the rest is the executors')", flush=True)
             seconds[workers] = statistics.median(times)
         finally:
             cluster.stop()
     got = seconds[1] / seconds[2]
     print(f"Spark engine on a standalone cluster at {rows:,}: 1 worker {seconds[1]:.1f} s, 2 workers {seconds[2]:.1f} s "
           f"= {got:.2f}× — target ≥ {TWO_WORKERS}×: {'met' if got >= TWO_WORKERS else 'NOT met'}")
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (not idle or waiting for I/O) since boot."""
+    ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
