@@ -37,7 +37,9 @@ def test_persistent_5xx_fails_after_the_retries_with_the_servers_reason(flink_re
 
 
 def test_a_slow_answer_times_out_is_retried_and_then_succeeds(flink_rest_stub):
-    flink_rest_stub.route("/config", Answer(200, CONFIG, delay_s=1.5), Answer(200, CONFIG))
+    # libcurl's low-speed check gives up a stalled read after the timeout in whole seconds (1 s), checked
+    # from its first timer tick on: 1.5 s here, well before the answer comes
+    flink_rest_stub.route("/config", Answer(200, CONFIG, delay_s=2.5), Answer(200, CONFIG))
     t0 = time.monotonic()
     assert client(flink_rest_stub, timeout_s=0.5).cluster_config().flink_version == "2.3.0"
     assert time.monotonic() - t0 < 5
