@@ -6,8 +6,7 @@ Retries are urllib3's ``Retry`` (mounted through a requests ``HTTPAdapter`` for 
 and on connection errors, ``Retry-After`` honoured. POST and DELETE are retried too: callers that
 mutate send an ``Idempotency-Key``, which is re-sent unchanged with every attempt. Sessions serve
 the Lakekeeper client and the OAuth2 token fetch; a :class:`Pool` the lineage harvester's Flink REST
-and SQL Gateway clients (a request costs a quarter of the CPU it costs on urllib3 alone, a tenth of
-requests').
+and SQL Gateway clients (a request costs a quarter of the CPU it cost on urllib3 alone).
 
 Credentials go to the configured origin only: a redirect to another origin (scheme, host, port) is
 refused (:class:`RedirectRefused`) by every session and pool made here, before anything is sent
@@ -198,7 +197,8 @@ def new_session(options: HttpOptions = HttpOptions(), auth: AuthBase | None = No
 class RequestFailed(ServiceUnavailable, requests.RequestException):
     """A :class:`Pool` request that got no complete answer. ``kind`` names it as requests would
     (``ConnectionError``, ``ConnectTimeout``, ``ReadTimeout``, ``ProxyError``, ``SSLError``,
-    ``TooManyRedirects``); ``retry``: whether another attempt may do better (nothing was answered)."""
+    ``InvalidURL``, ``TooManyRedirects``); ``retry``: whether another attempt may do better (a
+    connection failed before any of the answer's body came)."""
 
     def __init__(self, kind: str, message: str, retry: bool = False) -> None:
         super().__init__(message)
@@ -413,6 +413,8 @@ class Pool:
             kind = "ProxyError"
         elif code in tls:
             kind = "SSLError"
+        elif code in (pycurl.E_URL_MALFORMAT, pycurl.E_UNSUPPORTED_PROTOCOL):
+            return RequestFailed("InvalidURL", message)
         else:
             kind = "ConnectionError"
         return RequestFailed(kind, message, retry=True)

@@ -125,3 +125,49 @@ def test_a_refused_connection_is_worded_as_requests_words_it():
     with pytest.raises(RequestFailed) as err:
         Pool(url, FAST).request("GET", f"{url}/x")
     assert failure(err.value).startswith(f"ConnectionError: Failed to connect to {url.removeprefix('http://')} after ")
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    """An HTTPS server on 127.0.0.1 with a self-signed certificate (written to ``cert.pem``)."""
+    import datetime
+    import ipaddress
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .sign(key, hashes.SHA256()))
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()))
+    server = Routes({"/a": (200, (), b"{}")})
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server.server.socket = context.wrap_socket(server.server.socket, server_side=True)
+    yield server.url.replace("http://", "https://"), tmp_path / "cert.pem"
+    stop(server.server)
+
+
+@pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"])
+def test_tls_is_verified_against_the_environments_ca_bundle_or_not_at_all(tls_server, monkeypatch, variable):
+    url, cert = tls_server
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(RequestFailed) as err:
+        Pool(url, FAST).request("GET", f"{url}/a")  # certifi's CAs do not know it
+    assert failure(err.value).startswith("SSLError: ")
+    assert body(Pool(url, HttpOptions(timeout=5, max_retries=0, verify=False)), "GET", f"{url}/a") == (200, b"{}")
+    assert body(Pool(url, HttpOptions(timeout=5, max_retries=0, verify=str(cert))), "GET", f"{url}/a") == (200, b"{}")
+    monkeypatch.setenv(variable, str(cert))
+    assert body(Pool(url, FAST), "GET", f"{url}/a") == (200, b"{}")
