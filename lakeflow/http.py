@@ -216,33 +216,24 @@ class Reply:
 
 
 class _Sink:
-    """One attempt's answer as libcurl hands it over: the status of its last head, and its body
-    within the size limit (an error's: its first ``error_bytes``), by the deadline."""
+    """One attempt's body as libcurl hands it over, up to ``max_bytes`` and by the deadline."""
 
-    __slots__ = ("status", "chunks", "size", "max_bytes", "error_bytes", "deadline", "refused", "cut")
+    __slots__ = ("chunks", "size", "max_bytes", "deadline", "late", "full")
 
-    def __init__(self, max_bytes: int, error_bytes: int, deadline: float) -> None:
-        self.status = 0
+    def __init__(self, max_bytes: int, deadline: float) -> None:
         self.chunks: list[bytes] = []
         self.size = 0
-        self.max_bytes, self.error_bytes, self.deadline = max_bytes, error_bytes, deadline
-        self.refused = ""  # why the body was not taken
-        self.cut = False
-
-    def header(self, line: bytes) -> None:
-        if line.startswith(b"HTTP/"):  # a 100 Continue's or a proxy's CONNECT answer come before the last
-            self.status = int(line.split(None, 2)[1])
+        self.max_bytes, self.deadline = max_bytes, deadline
+        self.late = self.full = False
 
     def write(self, chunk: bytes) -> int | None:
-        """Keep ``chunk``, or return 0 (libcurl stops the transfer) past the deadline or the limit."""
+        """Keep ``chunk``, or return 0 (libcurl stops the transfer) past the deadline or ``max_bytes``."""
         if time.monotonic() > self.deadline:
-            self.refused = f"answer not complete within its deadline ({self.size} bytes received)"
+            self.late = True
             return 0
-        limit = self.error_bytes if self.status >= 400 else self.max_bytes
-        if self.size + len(chunk) > limit:
-            self.chunks.append(chunk[: limit - self.size])
-            self.cut = self.status >= 400
-            self.refused = "" if self.cut else f"answer larger than {_size(limit)} refused"
+        if self.size + len(chunk) > self.max_bytes:
+            self.chunks.append(chunk[: self.max_bytes - self.size])
+            self.full = True
             return 0
         self.chunks.append(chunk)
         self.size += len(chunk)
@@ -377,33 +368,35 @@ class Pool:
 
         if time.monotonic() > deadline:
             raise AnswerRefused("answer not complete within its deadline (0 bytes received)")
-        sink = _Sink(self.max_bytes, self.error_bytes, deadline)
+        sink = _Sink(self.max_bytes, deadline)
         curl.setopt(pycurl.URL, url)
         curl.setopt(pycurl.CUSTOMREQUEST, method)
         if body is None:
             curl.setopt(pycurl.HTTPGET, 1)
         else:
             curl.setopt(pycurl.POSTFIELDS, body)
-        curl.setopt(pycurl.HEADERFUNCTION, sink.header)
         curl.setopt(pycurl.WRITEFUNCTION, sink.write)
         try:
             curl.perform()
         except pycurl.error as exc:
-            if sink.refused:
-                raise AnswerRefused(sink.refused) from None
-            if not sink.cut:
+            if sink.late:
+                raise AnswerRefused(f"answer not complete within its deadline ({sink.size} bytes received)") from None
+            if not sink.full:
                 code, message = exc.args
-                raise self._failure(curl, code, message, sink) from None
-        return Reply(sink.status, curl.getinfo(pycurl.CONTENT_TYPE), b"".join(sink.chunks))
+                raise self._failure(curl, code, message, sink.size) from None
+        status = curl.getinfo(pycurl.RESPONSE_CODE)
+        if status >= 400:
+            return Reply(status, curl.getinfo(pycurl.CONTENT_TYPE), b"".join(sink.chunks)[: self.error_bytes])
+        if sink.full:
+            raise AnswerRefused(f"answer larger than {_size(self.max_bytes)} refused")
+        return Reply(status, curl.getinfo(pycurl.CONTENT_TYPE), b"".join(sink.chunks))
 
-    def _failure(self, curl: Any, code: int, message: str, sink: _Sink) -> RequestFailed:
+    def _failure(self, curl: Any, code: int, message: str, received: int) -> RequestFailed:
         """libcurl's error ``code`` as requests would name the failure; retried unless the body had begun."""
         import pycurl
 
-        if sink.size:
-            return RequestFailed(
-                "ConnectionError", f"reading the answer failed ({sink.size} bytes received): {message}"
-            )
+        if received:
+            return RequestFailed("ConnectionError", f"reading the answer failed ({received} bytes received): {message}")
         tls = {getattr(pycurl, name) for name in dir(pycurl) if name.startswith("E_SSL")} | {pycurl.E_USE_SSL_FAILED}
         if code == pycurl.E_OPERATION_TIMEDOUT:
             kind = "ReadTimeout" if curl.getinfo(pycurl.REQUEST_SIZE) else "ConnectTimeout"
