@@ -1,22 +1,25 @@
 """One way to build an HTTP client: a requests ``Session`` with retries, timeouts and auth, or a
-:class:`Pool` on urllib3 alone for one origin answering many small requests.
+:class:`Pool` on libcurl (pycurl) for one origin answering many small requests.
 
-Retries are urllib3's ``Retry`` (mounted through a requests ``HTTPAdapter`` for a session):
-exponential backoff with jitter on 429/500/502/503/504 and on connection errors, ``Retry-After``
-honoured. POST and DELETE are retried too: callers that mutate send an ``Idempotency-Key``, which
-is re-sent unchanged with every attempt. Sessions serve the Lakekeeper client and the OAuth2 token
-fetch; a :class:`Pool` the lineage harvester's Flink REST and SQL Gateway clients (a request costs
-a third of what it costs through requests).
+Retries are urllib3's ``Retry`` (mounted through a requests ``HTTPAdapter`` for a session; a
+:class:`Pool` follows the same schedule): exponential backoff with jitter on 429/500/502/503/504
+and on connection errors, ``Retry-After`` honoured. POST and DELETE are retried too: callers that
+mutate send an ``Idempotency-Key``, which is re-sent unchanged with every attempt. Sessions serve
+the Lakekeeper client and the OAuth2 token fetch; a :class:`Pool` the lineage harvester's Flink REST
+and SQL Gateway clients (a request costs a quarter of the CPU it cost on urllib3 alone).
 
 Credentials go to the configured origin only: a redirect to another origin (scheme, host, port) is
 refused (:class:`RedirectRefused`) by every session and pool made here, before anything is sent
 there. :func:`read_answer` (:func:`read_body` for a session's) reads a streamed answer within a
-wall-clock deadline and a size limit.
+wall-clock deadline and a size limit; a :class:`Pool` reads each answer so.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import random
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,14 +30,7 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 from requests.auth import AuthBase
-from urllib3.exceptions import (
-    ConnectTimeoutError,
-    HTTPError,
-    NewConnectionError,
-    ProxyError,
-    ResponseError,
-    SSLError,
-)
+from urllib3.exceptions import HTTPError
 from urllib3.util.retry import Retry
 
 from lakeflow import __version__
@@ -44,8 +40,8 @@ USER_AGENT = f"lakeflow/{__version__}"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 RETRY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "POST", "DELETE", "PATCH"})
 MAX_REDIRECTS = 30  # within the origin, as requests
-POOL_SIZE = 10  # connections kept alive per pool, as requests
-_ACCEPT_ENCODING = {"Accept-Encoding": urllib3.make_headers(accept_encoding=True)["accept-encoding"]}
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+CURLE_PROXY = 97  # libcurl's error for a proxy's handshake failing, which pycurl does not name
 
 S = TypeVar("S", bound=requests.Session)
 Origin = tuple[str, str, int | None]  # scheme, host, port
@@ -69,7 +65,7 @@ class HttpOptions:
     verify: bool | str = True
     retry_statuses: frozenset = RETRY_STATUSES  # e.g. without 500 where a 500 is a deterministic answer
     retry_methods: frozenset = RETRY_METHODS  # e.g. reads only, where a repeated write is not safe
-    deadline: float = 120.0  # for callers reading with read_body: seconds for one whole answer's body
+    deadline: float = 120.0  # seconds for one whole answer's body (callers of read_body), or answer (a Pool's)
 
     def retry(self) -> Retry:
         """The urllib3 retry policy these options describe."""
@@ -84,6 +80,12 @@ class HttpOptions:
             retry_after_max=self.retry_after_max,
             raise_on_status=False,  # the last answer comes back: its error body is the message
         )
+
+    def backoff_time(self, failures: int) -> float:
+        """The pause before the next attempt after ``failures`` in a row, as urllib3's ``Retry`` has it."""
+        if failures <= 1:
+            return 0.0
+        return min(self.backoff_max, self.backoff * 2 ** (failures - 1) + random.random() * self.jitter)
 
 
 class RedirectRefused(ServiceUnavailable, requests.RequestException):
@@ -192,89 +194,236 @@ def new_session(options: HttpOptions = HttpOptions(), auth: AuthBase | None = No
     return configure(requests.Session(), options, auth)
 
 
-class Pool:
-    """Requests to one origin on urllib3 alone, over keep-alive connections shared between threads:
-    retries and timeout as ``options`` say, ``headers`` (e.g. auth) on every request, a redirect
-    followed within the origin and refused to another. Proxy, CA bundle and ``.netrc`` come from
-    the environment as requests reads them, once here rather than per request."""
+class RequestFailed(ServiceUnavailable, requests.RequestException):
+    """A :class:`Pool` request that got no complete answer. ``kind`` names it as requests would
+    (``ConnectionError``, ``ConnectTimeout``, ``ReadTimeout``, ``ProxyError``, ``SSLError``,
+    ``InvalidURL``, ``TooManyRedirects``); ``retry``: whether another attempt may do better (a
+    connection failed before any of the answer's body came)."""
 
-    def __init__(self, url: str, options: HttpOptions, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, kind: str, message: str, retry: bool = False) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retry = retry
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A :class:`Pool` answer, read whole: status, ``Content-Type`` and body (an error's cut)."""
+
+    status: int
+    content_type: str | None
+    body: bytes
+
+
+class _Sink:
+    """One attempt's body as libcurl hands it over, up to ``max_bytes`` and by the deadline."""
+
+    __slots__ = ("chunks", "size", "max_bytes", "deadline", "late", "full")
+
+    def __init__(self, max_bytes: int, deadline: float) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.max_bytes, self.deadline = max_bytes, deadline
+        self.late = self.full = False
+
+    def write(self, chunk: bytes) -> int | None:
+        """Keep ``chunk``, or return 0 (libcurl stops the transfer) past the deadline or ``max_bytes``."""
+        if time.monotonic() > self.deadline:
+            self.late = True
+            return 0
+        if self.size + len(chunk) > self.max_bytes:
+            self.chunks.append(chunk[: self.max_bytes - self.size])
+            self.full = True
+            return 0
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+        return None
+
+
+class Pool:
+    """Requests to one origin on libcurl (pycurl), each thread with its own handle and kept-alive
+    connection: retries and timeouts as ``options`` say (a read stalled for ``timeout``, rounded up
+    to whole seconds, is given up: libcurl's low-speed limit), ``headers`` (e.g. auth) on every
+    request, a redirect followed within the origin and refused to another, each answer read whole
+    within its deadline and ``max_bytes`` (an error's cut at ``error_bytes``). Proxy, CA bundle and
+    ``.netrc`` come from the environment as requests reads them, once here rather than per request.
+    pycurl is in the compaction environment (the harvester's), not the ingestion job's: imported
+    by a Pool only."""
+
+    def __init__(
+        self,
+        url: str,
+        options: HttpOptions,
+        headers: Mapping[str, str] | None = None,
+        max_bytes: int = 64 * 1024 * 1024,
+        error_bytes: int = 64 * 1024,
+    ) -> None:
+        import pycurl
         from requests.utils import DEFAULT_CA_BUNDLE_PATH, get_environ_proxies, get_netrc_auth, prepend_scheme_if_needed
 
-        self.headers = {"User-Agent": USER_AGENT, "Accept": "*/*", **_ACCEPT_ENCODING, **(headers or {})}
+        self.options, self.max_bytes, self.error_bytes = options, max_bytes, error_bytes
+        self.headers = {"User-Agent": USER_AGENT, "Accept": "*/*", **(headers or {})}
         if not any(name.lower() == "authorization" for name in self.headers):
             netrc = get_netrc_auth(url)
             if netrc:
                 self.headers["Authorization"] = urllib3.make_headers(basic_auth=":".join(netrc))["authorization"]
+        self._lines = [f"{name}: {value}" for name, value in self.headers.items()]
+        proxies = get_environ_proxies(url)
+        proxy = proxies.get(urlsplit(url).scheme.lower()) or proxies.get("all")
+        self._proxied = bool(proxy)
         verify = options.verify
         if verify is True:
             verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or DEFAULT_CA_BUNDLE_PATH
-        tls = (
-            {"cert_reqs": "CERT_NONE"}
-            if verify is False
-            else {"cert_reqs": "CERT_REQUIRED", ("ca_cert_dir" if os.path.isdir(verify) else "ca_certs"): verify}
-        )
-        settings: dict[str, Any] = {
-            "maxsize": POOL_SIZE,
-            "retries": options.retry(),
-            "timeout": urllib3.Timeout(options.timeout),
-            **tls,
-        }
-        proxies = get_environ_proxies(url)
-        proxy = proxies.get(urlsplit(url).scheme.lower()) or proxies.get("all")
-        if proxy:
-            proxy = prepend_scheme_if_needed(proxy, "http")
-            login = urllib3.util.parse_url(proxy).auth
-            proxy_headers = urllib3.make_headers(proxy_basic_auth=login) if login else None
-            self._manager: urllib3.PoolManager = urllib3.ProxyManager(proxy, proxy_headers=proxy_headers, **settings)
+        if verify is False:
+            tls: list[tuple[int, Any]] = [(pycurl.SSL_VERIFYPEER, 0), (pycurl.SSL_VERIFYHOST, 0)]
         else:
-            self._manager = urllib3.PoolManager(**settings)
-        self._redirects = Retry(total=None, redirect=MAX_REDIRECTS)
+            tls = (
+                [(pycurl.CAPATH, verify), (pycurl.CAINFO, None)] if os.path.isdir(verify) else [(pycurl.CAINFO, verify)]
+            )
+        self._settings = [
+            (pycurl.NOSIGNAL, 1),  # no SIGALRM for timeouts: handles run in threads
+            (pycurl.PROTOCOLS, pycurl.PROTO_HTTP | pycurl.PROTO_HTTPS),
+            (pycurl.ACCEPT_ENCODING, ""),  # every encoding libcurl decodes (gzip, deflate, br, zstd)
+            (pycurl.CONNECTTIMEOUT_MS, max(1, round(options.timeout * 1000))),
+            (pycurl.LOW_SPEED_LIMIT, 1),  # the read timeout: less than a byte a second for …
+            (pycurl.LOW_SPEED_TIME, max(1, math.ceil(options.timeout))),  # … this many seconds
+            (pycurl.PROXY, prepend_scheme_if_needed(proxy, "http") if proxy else ""),  # "": none, whatever else says
+            *tls,
+        ]
+        self._local = threading.local()
+        self._handles: list[Any] = []
+        self._lock = threading.Lock()
+
+    def _curl(self) -> Any:
+        """This thread's handle."""
+        curl = getattr(self._local, "curl", None)
+        if curl is None:
+            import pycurl
+
+            curl = self._local.curl = pycurl.Curl()
+            for option, value in self._settings:
+                if value is None:
+                    curl.unsetopt(option)
+                else:
+                    curl.setopt(option, value)
+            with self._lock:
+                self._handles.append(curl)
+        return curl
 
     def request(
-        self, method: str, url: str, body: bytes | None = None, headers: Mapping[str, str] | None = None
-    ) -> urllib3.BaseHTTPResponse:
-        """The answer to ``method url``, its body unread (:func:`read_answer`). Raises urllib3's
-        errors (:func:`failure` words them) and :class:`RedirectRefused`."""
-        sent = {**self.headers, **headers} if headers else self.headers
-        redirects = self._redirects
-        while True:
-            response = self._manager.urlopen(
-                method, url, body=body, headers=sent, redirect=False, preload_content=False
-            )
-            location = response.get_redirect_location()
-            if not location:
-                return response
-            target = urljoin(url, location)
+        self,
+        method: str,
+        url: str,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        deadline: float = math.inf,
+    ) -> Reply:
+        """The answer to ``method url``, read by ``deadline`` (``time.monotonic()``; at most
+        ``options.deadline`` from now). Raises :class:`RequestFailed`, :class:`RedirectRefused`
+        and :class:`AnswerRefused`."""
+        import pycurl
+
+        curl = self._curl()
+        curl.setopt(
+            pycurl.HTTPHEADER, self._lines + [f"{k}: {v}" for k, v in headers.items()] if headers else self._lines
+        )
+        deadline = min(deadline, time.monotonic() + self.options.deadline)
+        for _ in range(MAX_REDIRECTS + 1):
+            reply = self._retried(curl, method, url, body, deadline)
+            target = curl.getinfo(pycurl.REDIRECT_URL) if reply.status in REDIRECT_STATUSES else None
+            if not target:
+                return reply
             if origin(target) != origin(url):
-                response.close()
                 raise RedirectRefused(_refusal(url, target))
-            response.drain_conn()
-            redirects = redirects.increment(method, url, response=response)
-            if response.status == 303:
+            if reply.status == 303:
                 method, body = "GET", None
             url = target
+        raise RequestFailed("TooManyRedirects", f"Exceeded {MAX_REDIRECTS} redirects (the last to {url})")
+
+    def _retried(self, curl: Any, method: str, url: str, body: bytes | None, deadline: float) -> Reply:
+        """An answer, retried as ``options`` say: after a failed connection and on
+        ``retry_statuses`` (honouring ``Retry-After``), never past the deadline."""
+        import pycurl
+
+        options = self.options
+        retries = options.max_retries if method in options.retry_methods else 0
+        failures = 0
+        while True:
+            try:
+                reply = self._attempt(curl, method, url, body, deadline)
+            except RequestFailed as exc:
+                if not exc.retry or failures == retries:
+                    raise
+                later = 0
+            else:
+                if reply.status not in options.retry_statuses or failures == retries:
+                    return reply
+                later = curl.getinfo(pycurl.RETRY_AFTER) if reply.status in Retry.RETRY_AFTER_STATUS_CODES else 0
+            failures += 1
+            pause = min(later, options.retry_after_max) if later else options.backoff_time(failures)
+            time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+
+    def _attempt(self, curl: Any, method: str, url: str, body: bytes | None, deadline: float) -> Reply:
+        import pycurl
+
+        if time.monotonic() > deadline:
+            raise AnswerRefused("answer not complete within its deadline (0 bytes received)")
+        sink = _Sink(self.max_bytes, deadline)
+        curl.setopt(pycurl.URL, url)
+        curl.setopt(pycurl.CUSTOMREQUEST, method)
+        if body is None:
+            curl.setopt(pycurl.HTTPGET, 1)
+        else:
+            curl.setopt(pycurl.POSTFIELDS, body)
+        curl.setopt(pycurl.WRITEFUNCTION, sink.write)
+        try:
+            curl.perform()
+        except pycurl.error as exc:
+            if sink.late:
+                raise AnswerRefused(f"answer not complete within its deadline ({sink.size} bytes received)") from None
+            if not sink.full:
+                code, message = exc.args
+                raise self._failure(curl, code, message, sink.size) from None
+        status = curl.getinfo(pycurl.RESPONSE_CODE)
+        if status >= 400:
+            return Reply(status, curl.getinfo(pycurl.CONTENT_TYPE), b"".join(sink.chunks)[: self.error_bytes])
+        if sink.full:
+            raise AnswerRefused(f"answer larger than {_size(self.max_bytes)} refused")
+        return Reply(status, curl.getinfo(pycurl.CONTENT_TYPE), b"".join(sink.chunks))
+
+    def _failure(self, curl: Any, code: int, message: str, received: int) -> RequestFailed:
+        """libcurl's error ``code`` as requests would name the failure; retried unless the body had begun."""
+        import pycurl
+
+        if received:
+            return RequestFailed("ConnectionError", f"reading the answer failed ({received} bytes received): {message}")
+        tls = {getattr(pycurl, name) for name in dir(pycurl) if name.startswith("E_SSL")} | {pycurl.E_USE_SSL_FAILED}
+        if code == pycurl.E_OPERATION_TIMEDOUT:
+            kind = "ReadTimeout" if curl.getinfo(pycurl.REQUEST_SIZE) else "ConnectTimeout"
+        elif code in (pycurl.E_COULDNT_RESOLVE_PROXY, CURLE_PROXY) or (
+            self._proxied and code == pycurl.E_COULDNT_CONNECT
+        ):
+            kind = "ProxyError"
+        elif code in tls:
+            kind = "SSLError"
+        elif code in (pycurl.E_URL_MALFORMAT, pycurl.E_UNSUPPORTED_PROTOCOL):
+            return RequestFailed("InvalidURL", message)
+        else:
+            kind = "ConnectionError"
+        return RequestFailed(kind, message, retry=True)
 
     def close(self) -> None:
-        self._manager.clear()
-
-
-# urllib3's reasons by the names requests gives them (NewConnectionError is a ConnectTimeoutError;
-# a ResponseError is a redirect too many: answers are never retried into one, raise_on_status=False)
-_FAILURES = (
-    (NewConnectionError, "ConnectionError"),
-    (ConnectTimeoutError, "ConnectTimeout"),
-    (ProxyError, "ProxyError"),
-    (SSLError, "SSLError"),
-    (ResponseError, "TooManyRedirects"),
-)
+        """Close every thread's handle (a later request opens a new one)."""
+        with self._lock:
+            for curl in self._handles:
+                curl.close()
+            self._handles.clear()
+            self._local = threading.local()
 
 
 def failure(exc: Exception) -> str:
     """A :class:`Pool` request's failure as requests words it (``ConnectionError: …``,
-    ``RedirectRefused: …``), for error messages."""
-    if not isinstance(exc, HTTPError):
-        return f"{type(exc).__name__}: {exc}"
-    reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
-    name = next((name for cls, name in _FAILURES if isinstance(reason, cls)), "ConnectionError")
-    return f"{name}: {exc}"
+    ``RedirectRefused: …``; an :class:`AnswerRefused` as it is), for error messages."""
+    if isinstance(exc, AnswerRefused):
+        return str(exc)
+    return f"{exc.kind if isinstance(exc, RequestFailed) else type(exc).__name__}: {exc}"

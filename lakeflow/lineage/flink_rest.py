@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from lakeflow.http import Pool
 
 T = TypeVar("T")
+JSON = {"Content-Type": "application/json"}
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a JobManager answer larger than this is refused, not buffered
 ERROR_BODY_BYTES = 64 * 1024  # of an error answer: Flink's carry a Java stack trace (~8 KB), cause last
 LIVE_STATES = frozenset({"INITIALIZING", "CREATED", "RUNNING", "FAILING", "CANCELLING", "RESTARTING", "RECONCILING"})
@@ -85,9 +85,9 @@ class Connection:
 
 
 def new_pool(conn: Connection, retry_500: bool = True) -> Pool:
-    """The one place a harvester's HTTP pool is made (lakeflow.http: retries, backoff, timeout, the
-    environment's proxy read once). ``retry_500=False`` for the SQL Gateway, whose 500 is a failed
-    statement's answer."""
+    """The one place a harvester's HTTP pool is made (lakeflow.http: retries, backoff, timeout,
+    answers bounded, the environment's proxy read once). ``retry_500=False`` for the SQL Gateway,
+    whose 500 is a failed statement's answer."""
     from lakeflow.http import RETRY_STATUSES, HttpOptions, Pool
 
     statuses = RETRY_STATUSES if retry_500 else RETRY_STATUSES - {500}
@@ -100,37 +100,32 @@ def new_pool(conn: Connection, retry_500: bool = True) -> Pool:
         retry_after_max=30,
         verify=conn.verify_ssl,
         retry_statuses=statuses,
+        deadline=conn.deadline_s,
     )
-    return Pool(conn.url, options, conn.auth.headers())
+    return Pool(conn.url, options, conn.auth.headers(), MAX_BODY_BYTES, ERROR_BODY_BYTES)
 
 
-def request_failure(exc: Exception) -> str:
-    """Why a request got no answer, for an error message (at most ~400 characters)."""
-    from lakeflow.http import failure
+def call(pool: Pool, what: str, method: str, url: str, body: Any = None, deadline: float = math.inf) -> Any:
+    """``method url`` (``body`` sent as JSON) → the JSON of its successful answer, read by
+    ``deadline`` (``time.monotonic()``) and bounded in size, strictly parsed; any failure a
+    :class:`FlinkRestError` starting with ``what`` (its reason at most ~400 characters)."""
+    from lakeflow.http import AnswerRefused, RedirectRefused, RequestFailed, failure
 
-    return failure(exc)[:420]
-
-
-def read_json(response: urllib3.BaseHTTPResponse, what: str, deadline: float) -> Any:
-    """The JSON body of a successful answer, read by ``deadline`` (``time.monotonic()``) and
-    bounded in size, strictly parsed; a clear error otherwise."""
-    from lakeflow.http import AnswerRefused, read_answer
-
+    data = None if body is None else json.dumps(body, allow_nan=False).encode()
     try:
-        if response.status >= 400:
-            detail = _error_text(read_answer(response, deadline, ERROR_BODY_BYTES, cut=True).decode("utf-8", "replace"))
-            raise FlinkRestError(f"{what}: HTTP {response.status}: {detail}", response.status, detail)
-        body = read_answer(response, deadline, MAX_BODY_BYTES)
-    except AnswerRefused as exc:
-        raise FlinkRestError(f"{what}: {exc}") from None
-    except urllib3.exceptions.HTTPError as exc:
-        raise FlinkRestError(f"{what}: reading the answer failed: {type(exc).__name__}: {exc}") from exc
+        reply = pool.request(method, url, data, None if body is None else JSON, deadline)
+    except (RequestFailed, RedirectRefused, AnswerRefused) as exc:
+        raise FlinkRestError(f"{what}: {failure(exc)[:420]}") from exc
+    if reply.status >= 400:
+        detail = _error_text(reply.body.decode("utf-8", "replace"))
+        raise FlinkRestError(f"{what}: HTTP {reply.status}: {detail}", reply.status, detail)
     try:
-        return strict_json(body)
+        return strict_json(reply.body)
     except ValueError as exc:
-        kind = response.headers.get("Content-Type", "unknown content type")
+        kind = reply.content_type or "unknown content type"
         raise FlinkRestError(
-            f"{what}: answer is not JSON ({kind}, {len(body)} bytes; {exc}): {body[:120].decode('utf-8', 'replace')!r}"
+            f"{what}: answer is not JSON ({kind}, {len(reply.body)} bytes; {exc}): "
+            f"{reply.body[:120].decode('utf-8', 'replace')!r}"
         ) from None
 
 
@@ -564,15 +559,8 @@ class FlinkRestClient:
 
     def get(self, path: str) -> Any:
         """GET ``/v1{path}`` → parsed JSON (retried by the pool on 5xx/429/connection errors)."""
-        from lakeflow.http import RedirectRefused
-
         url = f"{self.base}/v1{path}"
-        deadline = time.monotonic() + self.conn.deadline_s
-        try:
-            response = self._pool.request("GET", url)
-        except (urllib3.exceptions.HTTPError, RedirectRefused) as exc:
-            raise FlinkRestError(f"GET {url}: {request_failure(exc)}") from exc
-        return read_json(response, f"GET {url}", deadline)
+        return call(self._pool, f"GET {url}", "GET", url)
 
     def _read(self, path: str, parse: Callable[[Any], T]) -> T:
         """GET ``path`` typed by ``parse``: a payload it cannot take is a FlinkRestError too."""

@@ -13,7 +13,6 @@ path on the gateway (credentials never go elsewhere); any of these failing fails
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import threading
@@ -23,15 +22,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import urllib3
-
-from lakeflow.lineage.flink_rest import Connection, FlinkRestError, new_pool, read_json, request_failure
+from lakeflow.lineage.flink_rest import Connection, FlinkRestError, call, new_pool
 from lakeflow.lineage.plan import TableRef
 
 V = TypeVar("V")
 POLL_S = 0.05
 MAX_ROWS = 10_000  # result rows of one statement (a catalog description, a table's DDL: a few)
-JSON = {"Content-Type": "application/json"}
 _PATH = re.compile(r"/(?!/)[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*")  # a path (and query) on this origin
 
 
@@ -79,18 +75,8 @@ class SqlGatewayClient:
         self._all_tables: SingleFlight[tuple[TableRef, ...]] = SingleFlight()
 
     def _call(self, method: str, path: str, body: dict | None = None, deadline: float = math.inf) -> Any:
-        from lakeflow.http import RedirectRefused
-
         url = f"{self.base}{path}"
-        deadline = min(deadline, time.monotonic() + self.conn.deadline_s)
-        try:
-            if body is None:
-                response = self._http.request(method, url)
-            else:
-                response = self._http.request(method, url, json.dumps(body, allow_nan=False).encode(), JSON)
-        except (urllib3.exceptions.HTTPError, RedirectRefused) as exc:
-            raise FlinkRestError(f"SQL Gateway {method} {url}: {request_failure(exc)}") from exc
-        return read_json(response, f"SQL Gateway {method} {url}", deadline)
+        return call(self._http, f"SQL Gateway {method} {url}", method, url, body, deadline)
 
     def _session(self) -> str:
         with self._open_lock:

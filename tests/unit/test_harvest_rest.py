@@ -37,7 +37,9 @@ def test_persistent_5xx_fails_after_the_retries_with_the_servers_reason(flink_re
 
 
 def test_a_slow_answer_times_out_is_retried_and_then_succeeds(flink_rest_stub):
-    flink_rest_stub.route("/config", Answer(200, CONFIG, delay_s=1.5), Answer(200, CONFIG))
+    # libcurl's low-speed check gives up a stalled read after the timeout in whole seconds (1 s), checked
+    # from its first timer tick on: 1.5 s here, well before the answer comes
+    flink_rest_stub.route("/config", Answer(200, CONFIG, delay_s=2.5), Answer(200, CONFIG))
     t0 = time.monotonic()
     assert client(flink_rest_stub, timeout_s=0.5).cluster_config().flink_version == "2.3.0"
     assert time.monotonic() - t0 < 5
@@ -141,14 +143,18 @@ def proxy_environment(monkeypatch):
 
 
 def test_the_environments_proxy_carries_the_requests(flink_rest_stub, proxy_environment):
-    proxy_environment.setenv("http_proxy", flink_rest_stub.url)  # the stub, as a proxy, sees absolute URLs
+    # the stub, as a proxy, sees absolute URLs; the proxy's login goes to the proxy only, never into a message
+    proxy_environment.setenv("http_proxy", flink_rest_stub.url.replace("http://", "http://ann:pr0xy-pw@"))
     c = FlinkRestClient(Connection("http://flink.example:8081", max_retries=0))
-    with pytest.raises(FlinkRestError, match=r"HTTP 404"):
+    with pytest.raises(FlinkRestError, match=r"HTTP 404") as err:
         c.cluster_config()
     with pytest.raises(FlinkRestError, match=r"HTTP 404"):
         c.jobs()
     assert [p for p, _ in flink_rest_stub.requests] == ["http://flink.example:8081/v1/config",
                                                         "http://flink.example:8081/v1/jobs/overview"]
+    login = "Basic " + base64.b64encode(b"ann:pr0xy-pw").decode()
+    assert [h["Proxy-Authorization"] for _, h in flink_rest_stub.requests] == [login, login]
+    assert "pr0xy-pw" not in str(err.value)
 
 
 def test_no_proxy_sends_the_requests_straight_to_the_jobmanager(flink_rest_stub, proxy_environment):
