@@ -7,6 +7,8 @@ each bad message to the dead letters with its reason; the second run, started af
 messages, resumes from the offsets the first committed (only the new messages); the compaction
 then holds every good reading once.
 
+A TaskManager killed mid-stream: tm-kill-kafka of tests/chaos (make chaos), smaller, on a standalone cluster.
+
 The unit tests (no process): tests/unit/test_ingest_kafka.py.
 """
 
@@ -298,3 +300,15 @@ def test_the_harvest_shows_topic_raw_table_iceberg_as_one_chain(
     assert nodes[kafka_topic]["Read by"] == [flink_key]
     assert (nodes[raw]["Written by"], nodes[raw]["Read by"]) == ([flink_key], [compaction_key])
     assert nodes[iceberg]["Written by"] == [compaction_key]
+
+
+@pytest.mark.slow
+def test_a_taskmanager_killed_mid_stream_loses_and_duplicates_no_reading(tmp_path: Path) -> None:
+    """``make chaos``'s tm-kill-kafka, smaller: the packaged job on a standalone cluster reads the topic
+    while its TaskManager is SIGKILLed twice; every reading produced is in the part files once."""
+    from tests.chaos.kafka_faults import tm_kill_kafka
+
+    result = tm_kill_kafka(tmp_path, kills=2, records=4000, batches=8, seed=26)
+    assert result.ok, result.line()
+    assert (result.counts["committed"], result.counts["kills"]) == (4000, 2)
+    assert result.counts["failures_seen"] >= 2, result.line()  # the job noticed each lost TaskManager
