@@ -27,7 +27,9 @@ from lakeflow.lineage.stored_runs import merge
 from lakeflow.runtime.flink_cluster import FlinkCluster
 from lakeflow.secret import is_secret_key
 from tests.support.lineage_page import page_nodes
-from tests.unit.test_demo import ROOT, _events  # noqa: F401 (fixtures, constants)
+from tests.unit.test_demo import _events  # noqa: F401 (fixtures, constants)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def demo_env(home: Path) -> dict[str, str]:
