@@ -41,14 +41,14 @@ def run_job(job: Callable[[IngestArgs], bool], argv: Sequence[str] | None, descr
     args = job_arguments(argv, description)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("lakeflow").setLevel(logging.INFO)
-    on_cluster: list[bool] = []
+
+    def run() -> None:
+        print(next_steps(on_cluster=job(args)), flush=True)
+
     try:
-        code = run_command("sensor_ingest", lambda: on_cluster.append(job(args)))
+        return run_command("sensor_ingest", run)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    if code == 0:
-        print(next_steps(on_cluster[0]), flush=True)
-    return code
 
 
 def next_steps(on_cluster: bool) -> str:
