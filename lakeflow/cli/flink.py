@@ -94,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--home",
             type=Path,
             default=None,
-            help="private directory for conf/, log/, pid/ (default $LAKEFLOW_HOME/cluster)",
+            help="private directory for conf/, log/, pid/, tmp/ (default $LAKEFLOW_HOME/cluster)",
         )
         p.set_defaults(handler=_flink)
 

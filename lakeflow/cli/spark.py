@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--home",
             type=Path,
-            help="private directory for conf/, log/, pid/, work/ (default $LAKEFLOW_HOME/spark-cluster)",
+            help="private directory for conf/, log/, pid/, work/, tmp/ (default $LAKEFLOW_HOME/spark-cluster)",
         )
         p.set_defaults(handler=_spark)
 

@@ -1,7 +1,9 @@
 """A standalone Flink cluster from the distribution inside the apache-flink wheel.
 
 Everything private to one directory: its own ``FLINK_CONF_DIR`` (copied from ``pyflink/conf``),
-REST on localhost at a chosen port, its own RPC port, pid and log directories — so a stop never
+REST on localhost at a chosen port, its own RPC port, pid and log directories, and its temporary
+files (``io.tmp.dirs``: blobs, the TaskManagers' working directories with the Python environments
+jobs ship, unpacked; removed at a stop, also a killed TaskManager's) — so a stop never
 touches another cluster on the machine, nor a process that took over a stale pid file's number
 (a pid counts only while ``/proc/<pid>/cmdline`` shows a Flink daemon of this conf dir). The
 daemons start without the caller's secret variables (TOKEN, OAUTH_CLIENT_SECRET, …: those its
@@ -80,7 +82,7 @@ def prometheus_reporter(port: int) -> dict[str, str]:
 
 
 class FlinkCluster:
-    """One JobManager + one TaskManager under ``home`` (conf/, log/, pid/); ``conf`` goes into their
+    """One JobManager + one TaskManager under ``home`` (conf/, log/, pid/, tmp/); ``conf`` goes into their
     config.yaml, ``env`` into the environment they start with (e.g. an AWS profile's variables); the
     caller's variables that ``secret_variable`` names stay out of the daemons' environment.
     ``python`` (default the ingestion job's environment's) is first on their PATH and the default
@@ -108,6 +110,7 @@ class FlinkCluster:
         self.conf_dir = self.home / "conf"
         self.log_dir = self.home / "log"
         self.pid_dir = self.home / "pid"
+        self.tmp_dir = self.home / "tmp"
         self._conf = {
             "rest.port": rest_port,
             "rest.address": "localhost",
@@ -122,6 +125,7 @@ class FlinkCluster:
             "taskmanager.memory.process.size": "1728m",
             "env.pid.dir": str(self.pid_dir),
             "env.log.dir": str(self.log_dir),
+            "io.tmp.dirs": str(self.tmp_dir),
             "python.executable": str(self.python),
             "python.client.executable": str(self.python),
             **dict(conf or {}),
@@ -183,7 +187,7 @@ class FlinkCluster:
             self.conf_dir / "config.yaml",
             yaml.safe_dump({k: merged[k] for k in sorted(merged)}, default_flow_style=False, width=10_000),
         )
-        for d in (self.log_dir, self.pid_dir):
+        for d in (self.log_dir, self.pid_dir, self.tmp_dir):
             d.mkdir(parents=True, exist_ok=True)
         if self.lib_jars:
             shutil.rmtree(self.lib_dir, ignore_errors=True)
@@ -213,13 +217,15 @@ class FlinkCluster:
         after ``timeout`` seconds; then remove the pid files (a pid in them that is not ours is left
         alone). ``kind`` stops one kind only (``sql-gateway``, ``taskexecutor``). Without ``kind``,
         also any other process naming this cluster's private conf dir (a daemon still starting, a
-        script's helper JVM)."""
+        script's helper JVM), and then the temporary files (:attr:`tmp_dir`)."""
         pids = self._pids(kind)
         if not kind:
             pids += [pid for pid in self._stragglers() if pid not in pids]
         stop_all(pids, lambda pid: self._ours(pid) or pid in self._stragglers(), timeout)
         for f in self.pid_dir.glob(f"*{kind}.pid") if self.pid_dir.exists() else ():
             f.unlink()
+        if not kind:  # every daemon got SIGTERM, then SIGKILL
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
 
     def start_sql_gateway(
         self, port: int, conf: Mapping[str, Any] | None = None, jars: Sequence[Path] = (), timeout: float = 90.0

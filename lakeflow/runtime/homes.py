@@ -18,16 +18,25 @@ INGESTION_VENV = REPO / ".venv-flink"  # make install; the ingestion job's envir
 COMMAND_VENV = REPO / ".venv"  # make install; the compaction job's environment + the lakeflow command
 
 
-def _package_dir(name: str) -> Path:
+def _package(name: str) -> Path | None:
+    """The folder of package ``name`` installed here, else None — also for a folder of that name left in
+    site-packages (``pyflink/plugins/`` a plugin was copied into outlives the wheel's uninstall)."""
     spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"{name} is not installed in this environment: make install")
+    if spec is None or spec.origin is None or not spec.submodule_search_locations:
+        return None  # origin None: a namespace package, i.e. no __init__.py
     return Path(spec.submodule_search_locations[0]).resolve()
+
+
+def _package_dir(name: str) -> Path:
+    folder = _package(name)
+    if folder is None:
+        raise FileNotFoundError(f"{name} is not installed in this environment: make install")
+    return folder
 
 
 def ingestion_python() -> Path:
     """The Python of the ingestion job's environment: this one when it has pyflink, else ``.venv-flink``'s."""
-    if importlib.util.find_spec("pyflink") is not None:
+    if _package("pyflink"):
         return Path(sys.executable)
     return INGESTION_VENV / "bin" / "python"
 
@@ -36,7 +45,7 @@ def lakeflow_script() -> Path:
     """The ``lakeflow`` command whose environment runs the commands (compaction, query, harvest): the
     one beside this interpreter, except in the ingestion environment of a checkout: ``.venv``'s."""
     command_venv_script = COMMAND_VENV / "bin" / "lakeflow"
-    if importlib.util.find_spec("pyflink") is not None and command_venv_script.exists():
+    if _package("pyflink") and command_venv_script.exists():
         return command_venv_script
     return Path(sys.executable).parent / "lakeflow"
 

@@ -1,8 +1,9 @@
 """A standalone Spark cluster (one master, one worker) from the distribution inside the pyspark wheel.
 
 Both daemons run ``bin/spark-class`` on 127.0.0.1 with everything private to one directory: a
-properties file (``conf/``), logs (``log/``), pid files (``pid/``) and the worker's executor
-directories (``work/``). A pid counts only while ``/proc/<pid>/cmdline`` shows a Spark daemon
+properties file (``conf/``), logs (``log/``), pid files (``pid/``), the worker's executor
+directories (``work/``) and the daemons' and executors' scratch space (``tmp/``, SPARK_LOCAL_DIRS:
+shuffle and block files; removed at a stop). A pid counts only while ``/proc/<pid>/cmdline`` shows a Spark daemon
 started with this directory's properties file, so a stop never touches another cluster nor a
 process that took over a stale pid file's number. The daemons — and so the executors the worker
 launches — start without the caller's secret variables; a job's storage credentials reach the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -70,6 +72,7 @@ class SparkCluster:
         self.log_dir = self.home / "log"
         self.pid_dir = self.home / "pid"
         self.work_dir = self.home / "work"
+        self.tmp_dir = self.home / "tmp"
         self._webui_port = webui_port
 
     @property
@@ -91,6 +94,7 @@ class SparkCluster:
             "SPARK_HOME": str(spark_home()),
             "SPARK_CONF_DIR": str(self.conf_file.parent),
             "SPARK_LOCAL_IP": HOST,
+            "SPARK_LOCAL_DIRS": str(self.tmp_dir),
             "SPARK_DAEMON_MEMORY": "256m",
             "PYSPARK_PYTHON": str(self.python),
             "PATH": f"{self.python.parent}{os.pathsep}{env.get('PATH', '')}",
@@ -98,7 +102,7 @@ class SparkCluster:
 
     def start(self, timeout: float = 90.0) -> None:
         """Start the master and the workers; return once they have registered with the master."""
-        for d in (self.conf_file.parent, self.log_dir, self.pid_dir, self.work_dir):
+        for d in (self.conf_file.parent, self.log_dir, self.pid_dir, self.work_dir, self.tmp_dir):
             d.mkdir(parents=True, exist_ok=True)
         self.conf_file.write_text("".join(f"{k} {v}\n" for k, v in PROPERTIES.items()))
         webui = self._webui_port or free_ports(1)[0]
@@ -143,10 +147,11 @@ class SparkCluster:
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Stop this cluster's executors, worker and master, and only them: SIGTERM, SIGKILL after
-        ``timeout`` seconds; then remove the pid files."""
+        ``timeout`` seconds; then remove the pid files and the scratch space (:attr:`tmp_dir`)."""
         stop_all(self.executor_pids() + self.daemon_pids(), lambda pid: bool(cmdline(pid)), timeout)
         for f in self.pid_dir.glob("*.pid") if self.pid_dir.exists() else ():
             f.unlink()
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
 
     def running(self) -> bool:
         return bool(self.daemon_pids())

@@ -52,7 +52,9 @@ def test_a_stale_pid_file_does_not_get_another_process_killed(tmp_path):
 
 
 @pytest.mark.slow
-def test_daemons_start_without_the_callers_secrets(tmp_path, monkeypatch):
+def test_daemons_start_without_the_callers_secrets_and_keep_their_temporary_files_home(tmp_path, monkeypatch):
+    """… in the cluster's own tmp/ (not the machine's /tmp), which a stop removes, also what a killed
+    TaskManager left there (its working directory: the Python environments jobs ship, unpacked)."""
     for key, value in SECRET_ENV.items():
         monkeypatch.setenv(key, value)
     cluster = FlinkCluster(tmp_path / "cluster", rest_port=free_port(), rpc_port=free_port(), slots=1,
@@ -66,10 +68,13 @@ def test_daemons_start_without_the_callers_secrets(tmp_path, monkeypatch):
             assert not set(SECRET_ENV) & set(env), f"pid {pid} inherited {sorted(set(SECRET_ENV) & set(env))}"
             assert env["AWS_PROFILE"] == "lakeflow.iot.t" and env["FLINK_CONF_DIR"] == str(cluster.conf_dir)
         assert "PATH" in env and env["HOME"] == os.environ["HOME"]
+        assert [d.name.split(":")[0] for d in cluster.tmp_dir.glob("tm_*")] == ["tm_localhost"]
+        cluster.kill_taskmanager()
     finally:
         cluster.stop()
     assert not cluster.running()
     assert all(gone(pid) for pid in pids)
+    assert not cluster.tmp_dir.exists()
 
 
 def test_stop_takes_a_flink_run_not_yet_naming_the_conf_dir_but_never_a_shell_that_exported_it(

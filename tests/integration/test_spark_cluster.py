@@ -64,6 +64,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     finally:
         spark.stop()
     assert not spark.running() and not spark.executor_pids()
+    assert not spark.tmp_dir.exists()  # the scratch space of daemons and executors: gone with them
 
 
 def completed_apps(cluster: SparkCluster) -> list[dict]:
@@ -77,6 +78,7 @@ def test_the_daemons_start_without_the_callers_secrets(cluster: SparkCluster) ->
     for pid in pids:  # the worker's environment is its executors' too
         env = Path(f"/proc/{pid}/environ").read_bytes()
         assert b"SPARK_HOME=" in env and SECRET.encode() not in env
+        assert f"SPARK_LOCAL_DIRS={cluster.tmp_dir}".encode() in env.split(b"\0")  # not the machine's /tmp
 
 
 @pytest.mark.slow
