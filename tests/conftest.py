@@ -19,4 +19,5 @@ pytest_plugins = [
     "tests.support.fixtures_kafka",
     "tests.support.postgres_server",
     "tests.support.jvm_guard",
+    "tests.support.disk_guard",
 ]
