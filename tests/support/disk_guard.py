@@ -1,5 +1,5 @@
 """The integration tests stop before the first one when the disk of their temporary files has too little
-room: Flink and Spark unpack the jobs' environments there (hundreds of MiB per job), and a full disk
+room: Flink and Spark unpack the jobs' environments there (about 1 GiB per job), and a full disk
 shows up as a dozen unrelated failures (a Flink blob upload's "Broken pipe") half an hour in."""
 
 from __future__ import annotations
