@@ -20,4 +20,5 @@ pytest_plugins = [
     "tests.support.postgres_server",
     "tests.support.jvm_guard",
     "tests.support.disk_guard",
+    "tests.support.own_home",
 ]

@@ -54,15 +54,33 @@ def run_command(name: str, action: Callable[[], int | None]) -> int:
     """Run ``action``, returning its exit code; a failure lakeflow knows becomes one line on stderr,
     ``name: message``, and its exit code (``LakeflowError.exit_code``): 3 when another compaction
     holds the table's lease, 2 for bad settings, an unreachable or refusing service, a broken ledger,
-    a lost lease or commit. The one place errors become exit codes."""
+    a lost lease or commit, or a library the command needs missing from this environment (the line
+    names the environment that has it). The one place errors become exit codes."""
     try:
         return int(action() or 0)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        if not missing or missing == "lakeflow":
+            raise
+        print(f"{name}: {_elsewhere(name, missing)}", file=sys.stderr)
+        return EXIT_ERROR
     except Exception as exc:
         code = _exit_code(exc)
         if code is None:
             raise
         print(f"{name}: {'refused: ' if code == EXIT_BUSY else ''}{exc}", file=sys.stderr)
         return code
+
+
+def _elsewhere(name: str, module: str) -> str:
+    """Where to run command ``name`` that needs ``module``, which this environment lacks."""
+    from lakeflow.runtime.homes import environment_with
+
+    lacks = f"needs {module}, which this environment ({sys.prefix}) does not have"
+    script = environment_with(module)
+    if script is not None:
+        return f"{lacks}: run it with the environment that has it: {script} {name.partition(' ')[2]}".rstrip()
+    return f"{lacks}: install lakeflow with the extra that provides it (docs/environments.md)"
 
 
 def _exit_code(exc: Exception) -> int | None:

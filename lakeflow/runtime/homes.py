@@ -50,6 +50,22 @@ def lakeflow_script() -> Path:
     return Path(sys.executable).parent / "lakeflow"
 
 
+def environment_with(module: str) -> Path | None:
+    """The ``lakeflow`` command of the checkout's environment (``.venv`` or ``.venv-flink``, this one
+    excluded) that has the top-level ``module`` installed; None when neither has it."""
+    here = Path(sys.prefix).resolve()
+    for venv in (COMMAND_VENV, INGESTION_VENV):
+        script = venv / "bin" / "lakeflow"
+        if venv.resolve() == here or not script.exists():
+            continue
+        for site in venv.glob("lib/python3*/site-packages"):
+            if (site / module / "__init__.py").exists() or any(site.glob(f"{module}.*py")) or any(
+                site.glob(f"{module}.*.so")
+            ):
+                return script
+    return None
+
+
 def flink_home() -> Path:
     """The Flink distribution inside the apache-flink wheel (``…/pyflink``): this environment's, else
     the ingestion environment's (``.venv-flink``)."""

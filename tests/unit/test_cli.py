@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,3 +74,42 @@ def test_building_the_parsers_reads_no_setting(monkeypatch: pytest.MonkeyPatch) 
     build_parser()
     read = set(recording.read)
     assert "*" not in read and not read & ours, f"read while the parsers are built: {sorted(read & ours)}"
+
+
+def test_a_library_missing_from_this_environment_is_one_line_naming_the_one_that_has_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lakeflow.cli.main import run_command
+    from lakeflow.runtime import homes
+
+    other = tmp_path / "other-venv"
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "lakeflow").write_text("")
+    (other / "lib" / "python3.11" / "site-packages" / "pycurl.cpython-311-x86_64-linux-gnu.so").parent.mkdir(parents=True)
+    (other / "lib" / "python3.11" / "site-packages" / "pycurl.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    monkeypatch.setattr(homes, "COMMAND_VENV", other)
+
+    def harvest() -> int:
+        import pycurl_is_not_here  # noqa: F401  (stands for a library of the other environment)
+
+        return 0
+
+    def needs_pycurl() -> int:
+        raise ModuleNotFoundError("No module named 'pycurl'", name="pycurl")
+
+    assert run_command("lakeflow harvest", needs_pycurl) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"lakeflow harvest: needs pycurl, which this environment ({sys.prefix}) does not have: "
+        f"run it with the environment that has it: {other / 'bin' / 'lakeflow'} harvest"
+    ]
+    assert run_command("lakeflow harvest", harvest) == 2  # in neither environment: how to get it
+    assert capsys.readouterr().err.splitlines() == [
+        f"lakeflow harvest: needs pycurl_is_not_here, which this environment ({sys.prefix}) does not have: "
+        "install lakeflow with the extra that provides it (docs/environments.md)"
+    ]
+
+    def broken_lakeflow() -> int:
+        raise ModuleNotFoundError("No module named 'lakeflow.gone'", name="lakeflow.gone")
+
+    with pytest.raises(ModuleNotFoundError):  # lakeflow's own module missing is a bug: its traceback
+        run_command("lakeflow harvest", broken_lakeflow)
