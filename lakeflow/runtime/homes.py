@@ -59,8 +59,10 @@ def environment_with(module: str) -> Path | None:
         if venv.resolve() == here or not script.exists():
             continue
         for site in venv.glob("lib/python3*/site-packages"):
-            if (site / module / "__init__.py").exists() or any(site.glob(f"{module}.*py")) or any(
-                site.glob(f"{module}.*.so")
+            if (
+                (site / module / "__init__.py").exists()
+                or any(site.glob(f"{module}.*py"))
+                or any(site.glob(f"{module}.*.so"))
             ):
                 return script
     return None
