@@ -107,6 +107,51 @@ class Table(EnvModel):
     table: Name = Field("sensor-readings", alias="TABLE", description="Table name.")
 
 
+FieldList = Annotated[
+    tuple[str, ...],
+    parsed(
+        lambda v: () if v.strip() == "none" else tuple(name(x.strip()) for x in v.split(",")),
+        "field names separated by ',' (or none)",
+    ),
+]
+
+
+class TableSchemaSettings(EnvModel):
+    """Table schema.
+
+    The records' declared schema (docs/schema.md) and the table's layout; each variable set overrides
+    the schema file's x-lakeflow choice.
+    """
+
+    table_schema: LocalPath | None = Field(
+        None,
+        alias="TABLE_SCHEMA",
+        examples=["schemas/my-sensor.schema.json"],
+        description="A JSON Schema file (draft 2020-12) of the records; unset: lakeflow's default sensor reading "
+        "(lakeflow/schema/sensor-reading.schema.json).",
+    )
+    event_time_field: Name | None = Field(
+        None,
+        alias="EVENT_TIME_FIELD",
+        description="The records' event time: a required top-level integer (epoch milliseconds) or date-time "
+        "string (default: the schema file's).",
+    )
+    key_fields: FieldList | None = Field(
+        None,
+        alias="KEY_FIELDS",
+        examples=["device_id,seq"],
+        description="Top-level fields identifying a record, for de-duplication; none keeps every record "
+        "(default: the schema file's).",
+    )
+    partition_by: Line | None = Field(
+        None,
+        alias="PARTITION_BY",
+        examples=["day"],
+        description="The Iceberg table's partitioning: year, month, day or hour of the event time, identity(FIELD), "
+        "bucket[N](FIELD), comma-separated, or none (default: the schema file's, else day).",
+    )
+
+
 class Ingestion(EnvModel):
     """Ingestion job (make run / flink run of jobs/sensor_ingest.py)."""
 
@@ -151,10 +196,20 @@ class Http(EnvModel):
     )
 
 
-SECTIONS: tuple[type[EnvModel], ...] = (Catalog, Auth, Storage, Table, Ingestion, KafkaSource, LocalState, Http)
+SECTIONS: tuple[type[EnvModel], ...] = (
+    Catalog,
+    Auth,
+    Storage,
+    Table,
+    TableSchemaSettings,
+    Ingestion,
+    KafkaSource,
+    LocalState,
+    Http,
+)
 
 
-class Settings(Http, LocalState, KafkaSource, Ingestion, Table, Storage, Auth, Catalog):
+class Settings(Http, LocalState, KafkaSource, Ingestion, TableSchemaSettings, Table, Storage, Auth, Catalog):
     """Everything lakeflow reads from its environment. Build with :func:`load_settings`."""
 
     catalog: Literal["lakekeeper", "local"] = "local"  # derived: see load_settings

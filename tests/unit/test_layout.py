@@ -1,7 +1,7 @@
 """lakeflow's module layout (fast, reads source only): the layers, each importing only its own and
 those below it — ``cli`` (the only code parsing arguments) → the domain (catalog, ingest, compaction,
 lineage, query, stack, aws_profile, demo) → the shared leaves (settings, credentials, auth, http,
-secret, uris, readings) → the runtime layer (``lakeflow.runtime``: where Flink and Spark are, jars,
+secret, uris, readings, schema) → the runtime layer (``lakeflow.runtime``: where Flink and Spark are, jars,
 processes, memory, the class archive, the cluster managers, ports, private files), a leaf that imports
 no other lakeflow module but the exception hierarchy (``lakeflow.errors``, itself a leaf); no import cycle; and pyspark imported only by the Spark engine's modules, so
 an arrow compaction run never loads it. Imports inside functions count everywhere.
@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "lakeflow"
 LAYERS = {
     "cli": 3,  # parses arguments, prints for people
     **dict.fromkeys(("catalog", "ingest", "compaction", "lineage", "query", "stack", "aws_profile", "demo"), 2),
-    **dict.fromkeys(("settings", "credentials", "auth", "http", "secret", "uris", "readings"), 1),
+    **dict.fromkeys(("settings", "credentials", "auth", "http", "secret", "uris", "readings", "schema"), 1),
     "runtime": 0,  # a leaf: imports no other lakeflow module but the exception hierarchy
     "errors": 0,  # the exception hierarchy: a leaf every layer may raise from
     "__init__": 0,  # the version
