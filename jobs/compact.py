@@ -21,16 +21,16 @@ from lakeflow.compaction.run import (
     begin,
     close,
     commit_batch,
+    compact_batch,
     discover_new_files,
     emit_report,
     hold_lease,
     name_data_files,
     plan,
+    plan_schema,
     quarantine_bad_input,
-    read_batch,
     recover_orphans,
     tidy_up,
-    write_parquet,
 )
 
 
@@ -40,14 +40,14 @@ def compact(config: CompactConfig) -> int:
         try:
             with lineage_run(config, run.raw, run.target, run.report):  # START … COMPLETE | FAIL
                 plan(run)  # the snapshot planned on, and its ledger
+                plan_schema(run)  # the declared schema vs the table's: evolution applied, or refused here
                 recover_orphans(run)  # files of interrupted runs go
                 batch = discover_new_files(run)  # committed part files not in the ledger
-                read_batch(run, batch)  # engine: JSON arrays → rows
-                quarantine_bad_input(run, batch)  # empty / malformed files, bad records
-                write_parquet(run, batch)  # engine: dedupe, size, sort → staged Parquet
+                compact_batch(run, batch)  # engine: parse, bad records aside, dedupe, sort → staged Parquet
+                quarantine_bad_input(run, batch)  # empty / malformed files, counts
                 name_data_files(run, batch)  # final names (intent recorded first)
                 crash_point(config, "after-write")
-                commit_batch(run, batch)  # add_files + ledger: one Iceberg commit
+                commit_batch(run, batch)  # data files + schema evolution + ledger: one Iceberg commit
                 crash_point(config, "after-commit")
                 tidy_up(run, batch)  # staging, --delete-source, --move-quarantined
             if config.maintain:

@@ -1,7 +1,8 @@
 """SQL (DuckDB) over the compacted Iceberg table, exposed as ``readings``.
 
-pyiceberg plans and reads the scan: ``--day``/``--since``/``--until`` become a row filter on ``ts``,
-so only the data files of matching ``ts_day`` partitions are opened. Its reader honours Iceberg's
+pyiceberg plans and reads the scan: ``--day``/``--since``/``--until`` become a row filter on the
+table's timestamp column (the declared event time's), so only the data files of matching partitions
+are opened. Its reader honours Iceberg's
 field ids and delete files and uses the catalog's FileIO (vended S3 credentials included), the same
 for the embedded catalog and Lakekeeper. DuckDB then runs the SQL on the Arrow table in memory:
 memory grows with the rows read (about 0.4 GB peak for 2,000,000 readings), so narrow a big table
@@ -19,24 +20,36 @@ from lakeflow.errors import LakeflowError
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from lakeflow.compaction.config import CompactConfig
+    from lakeflow.schema.model import TableSchema
+
 VIEW = "readings"
-DEFAULT_SQL = (
-    f"SELECT sensor_id, count(*) AS readings, min(ts) AS first, max(ts) AS last, "
-    f"round(avg(temperature), 2) AS avg_temperature FROM {VIEW} GROUP BY sensor_id ORDER BY sensor_id"
-)
+
+
+def default_sql(schema: TableSchema) -> str:
+    """The query ``lakeflow query`` runs without one: records, first and last event time — per value of
+    the key's first field when the table has a key, else in all."""
+    time = _quoted(schema.event_time_column)
+    figures = f"count(*) AS records, min({time}) AS first, max({time}) AS last"
+    if not schema.key:
+        return f"SELECT {figures} FROM {VIEW}"
+    by = _quoted(schema.key[0])
+    return f"SELECT {by}, {figures} FROM {VIEW} GROUP BY {by} ORDER BY {by}"
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 class QueryError(LakeflowError, RuntimeError):
     """The table cannot be read or the SQL failed; the message says why (never a credential)."""
 
 
-def time_filter(since: datetime | None = None, until: datetime | None = None) -> str:
-    """The Iceberg row filter ``since <= ts < until`` (either end open), in pyiceberg's filter syntax;
-    pyiceberg prunes the ``ts_day`` partitions by it."""
-    from lakeflow.compaction.schema import TS
-
-    bounds = [f"{TS} >= '{since.isoformat()}'"] if since else []
-    bounds += [f"{TS} < '{until.isoformat()}'"] if until else []
+def time_filter(column: str, since: datetime | None = None, until: datetime | None = None) -> str:
+    """The Iceberg row filter ``since <= column < until`` (either end open) on a timestamp column, in
+    pyiceberg's filter syntax; pyiceberg prunes the partitions by it."""
+    bounds = [f"{column} >= '{since.isoformat()}'"] if since else []
+    bounds += [f"{column} < '{until.isoformat()}'"] if until else []
     return " AND ".join(bounds) or "true"
 
 
@@ -46,15 +59,13 @@ def day_bounds(day: date) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=1)
 
 
-def load_readings(local: bool, target_table: str | None, row_filter: str) -> pa.Table:
-    """The compacted table's rows matching ``row_filter`` (pyiceberg's scan, partitions pruned)."""
+def load_readings(config: CompactConfig, since: datetime | None = None, until: datetime | None = None) -> pa.Table:
+    """The compacted table's rows with an event time in [since, until) (pyiceberg's scan, partitions pruned)."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
     from lakeflow.catalog.errors import iceberg_errors
     from lakeflow.compaction.commit import iceberg_catalog
-    from lakeflow.compaction.config import CompactOptions, load_config
 
-    config = load_config(CompactOptions(target_table=target_table, local=local))
     catalog = iceberg_catalog(config.settings)
     with iceberg_errors(f"load Iceberg table {config.target_name}"):
         try:
@@ -69,7 +80,7 @@ def load_readings(local: bool, target_table: str | None, row_filter: str) -> pa.
             f"lakeflow query: {config.target_name} has no rows yet (run `make compact` once readings were ingested)",
             file=sys.stderr,
         )
-    return table.scan(row_filter=row_filter).to_arrow()
+    return table.scan(row_filter=time_filter(config.schema.event_time_column, since, until)).to_arrow()
 
 
 def run_sql(readings: pa.Table, sql: str) -> pa.Table | None:

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "lakeflow.cli.compact",
     "lakeflow.cli.maintain",
     "lakeflow.cli.query",
+    "lakeflow.cli.schema",
     "lakeflow.cli.lineage",
     "lakeflow.cli.stack",
     "lakeflow.cli.aws_profile",

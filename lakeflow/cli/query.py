@@ -11,7 +11,7 @@ from datetime import date, datetime, time, timezone
 from typing import TYPE_CHECKING
 
 from lakeflow.cli.main import EXIT_ERROR
-from lakeflow.query import DEFAULT_SQL, VIEW
+from lakeflow.query import VIEW
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -26,30 +26,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "query",
         help=f"run SQL (DuckDB) over the compacted Iceberg table, exposed as {VIEW!r}",
         description=f"Read the compacted Iceberg table (COMPACT_TABLE, default TABLE-compacted) with "
-        f"pyiceberg — only the ts_day partitions a time filter selects — and run SQL on it "
-        f"with DuckDB, the table exposed as {VIEW!r} (columns sensor_id, run_id, seq, "
-        f"timestamp_ms, temperature, humidity, pressure, location, ts). Times are UTC. "
-        f"Exit codes: 0 done, 2 error (no table, bad SQL).",
+        f"pyiceberg — only the partitions a time filter selects — and run SQL on it with DuckDB, the "
+        f"table exposed as {VIEW!r} (its columns: the declared schema's, TABLE_SCHEMA; `lakeflow schema "
+        f"show` lists them). Times are UTC. Exit codes: 0 done, 2 error (no table, bad SQL).",
     )
     p.add_argument(
         "sql",
         nargs="?",
-        default=DEFAULT_SQL,
-        help="the SQL (default: readings, first and last time, mean temperature per sensor)",
+        help="the SQL (default: records, first and last event time per value of the key's first field)",
     )
     p.add_argument(
         "--day",
         type=date.fromisoformat,
         metavar="YYYY-MM-DD",
-        help="read only this UTC day's partition (same as --since DAY --until DAY+1)",
+        help="read only this UTC day's records (same as --since DAY --until DAY+1)",
     )
     p.add_argument(
         "--since",
         type=instant,
         metavar="TIME",
-        help="read only readings at or after TIME (ISO date or date-time; UTC unless it has an offset)",
+        help="read only records with an event time at or after TIME (ISO date or date-time; UTC unless it "
+        "has an offset)",
     )
-    p.add_argument("--until", type=instant, metavar="TIME", help="read only readings before TIME")
+    p.add_argument("--until", type=instant, metavar="TIME", help="read only records with an event time before TIME")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default table)")
     p.add_argument(
         "--max-rows",
@@ -81,7 +80,8 @@ def instant(text: str) -> datetime:
 
 
 def _query(args: argparse.Namespace) -> int:
-    from lakeflow.query import QueryError, day_bounds, load_readings, run_sql, time_filter
+    from lakeflow.compaction.config import CompactOptions, load_config
+    from lakeflow.query import QueryError, day_bounds, default_sql, load_readings, run_sql
 
     if args.day and (args.since or args.until):
         print("lakeflow query: --day cannot be combined with --since/--until", file=sys.stderr)
@@ -90,8 +90,9 @@ def _query(args: argparse.Namespace) -> int:
         print("lakeflow query: --max-rows must be 0 (all) or more", file=sys.stderr)
         return EXIT_ERROR
     since, until = day_bounds(args.day) if args.day else (args.since, args.until)
+    config = load_config(CompactOptions(target_table=args.target_table, local=args.local))
     try:
-        result = run_sql(load_readings(args.local, args.target_table, time_filter(since, until)), args.sql)
+        result = run_sql(load_readings(config, since, until), args.sql or default_sql(config.schema))
     except QueryError as exc:
         print(f"lakeflow query: {exc}", file=sys.stderr)
         return EXIT_ERROR

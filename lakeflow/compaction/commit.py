@@ -1,8 +1,9 @@
 """The Iceberg side (pyiceberg): the catalog, the target table, and the one atomic commit per run.
 
-The commit registers engine-written Parquet files in place (``add_files`` — pyiceberg's own writer
-needs pyarrow ≥ 18, which apache-flink's pin rules out) and, in the same transaction, points the
-table's ``lakeflow.compaction.ledger`` property at the run's ledger. Every commit adds a snapshot
+The commit adds the engine-written data files (their Iceberg metadata computed where they were written:
+:class:`~lakeflow.compaction.rows.WrittenFile`), applies the run's schema evolution
+(:mod:`lakeflow.schema.evolution`) and, in the same transaction, points the table's
+``lakeflow.compaction.ledger`` property at the run's ledger. Every commit adds a snapshot
 (an empty one when the run only quarantined or de-duplicated), and a snapshot commit asserts that
 the table is still at the snapshot the run planned on: a concurrent commit makes ours fail instead
 of adding rows twice or losing the other's ledger (the table disables pyiceberg's automatic retries).
@@ -18,23 +19,32 @@ from typing import TYPE_CHECKING
 from lakeflow.catalog.errors import CommitConflict, iceberg_errors
 from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.compaction.files import TableFiles
-from lakeflow.compaction.schema import iceberg_schema, partition_spec, sort_order
 from lakeflow.credentials import parse_vended
-from lakeflow.readings import TIME
+from lakeflow.schema.evolution import Change, TableLayout, evolve
+from lakeflow.schema.model import TableSchema
 from lakeflow.secret import redact
 from lakeflow.settings import Settings, is_uuid
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.schema import Schema
     from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
+
+    from lakeflow.compaction.rows import WrittenFile
 
 log = logging.getLogger(__name__)
 
 LEDGER_PROPERTY = "lakeflow.compaction.ledger"
 SOURCE_PROPERTY = "lakeflow.compaction.source"
 RUN_PROPERTY = "lakeflow.compaction.run-id"
+EVENT_TIME_PROPERTY = "lakeflow.schema.event-time"  # the table's event time (a top-level field)
+KEY_PROPERTY = "lakeflow.schema.key"  # its key fields, comma-separated ("" none)
+DIGEST_PROPERTY = "lakeflow.schema.digest"  # the declaration its last commit was written under
+# tables made before the declared schema: the sensor reading's event time and key
+LEGACY_LAYOUT = {EVENT_TIME_PROPERTY: "timestamp_ms", KEY_PROPERTY: "run_id,seq"}
 # pyiceberg retries a failed append on top of the newer snapshot; ours must not be retried blindly,
 # since the ledger it carries was read from the snapshot it started on.
 NO_RETRY = {"commit.retry.num-retries": "0"}
@@ -164,14 +174,30 @@ class Target(TableFiles):
         rows = int(summary.get("total-records", 0)) if summary else 0
         return size / rows if size and rows else float(default)
 
+    def layout(self) -> TableLayout:
+        """The table's event time, key and partition spec (a table older than the declared schema: the
+        sensor reading's)."""
+        props = {**LEGACY_LAYOUT, **self.table.properties}
+        key = tuple(k for k in props[KEY_PROPERTY].split(",") if k)
+        return TableLayout(event_time=props[EVENT_TIME_PROPERTY], key=key, spec=self.table.spec())
+
     def files_overlapping(self, lo_ms: int, hi_ms: int) -> list[str]:
-        """The table's data files whose ``timestamp_ms`` range meets [lo_ms, hi_ms]."""
+        """The table's data files whose event-time range meets [lo_ms, hi_ms] (epoch ms)."""
+        from datetime import datetime, timezone
+
         from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
+        from pyiceberg.types import LongType
 
         if self.table.current_snapshot() is None:
             return []
+        name = self.layout().event_time
+        low: object = lo_ms
+        high: object = hi_ms
+        if self.table.schema().find_field(name).field_type != LongType():
+            low = datetime.fromtimestamp(lo_ms / 1000, timezone.utc).isoformat()
+            high = datetime.fromtimestamp((hi_ms + 1) / 1000, timezone.utc).isoformat()
         scan = self.table.scan(
-            row_filter=And(GreaterThanOrEqual(term=TIME, value=lo_ms), LessThanOrEqual(term=TIME, value=hi_ms))
+            row_filter=And(GreaterThanOrEqual(term=name, value=low), LessThanOrEqual(term=name, value=high))
         )
         return [task.file.file_path for task in scan.plan_files()]
 
@@ -189,11 +215,25 @@ def reachable(io: FileIO, snapshots: Iterable[Snapshot]) -> set[str]:
     return paths
 
 
+def schema_properties(schema: TableSchema) -> dict[str, str]:
+    """What a table records of the declared schema it is written under."""
+    return {
+        EVENT_TIME_PROPERTY: schema.event_time,
+        KEY_PROPERTY: ",".join(schema.key),
+        DIGEST_PROPERTY: schema.digest,
+    }
+
+
 def open_target(
-    catalog: Catalog, namespace: Sequence[str], name: str, source: str, s3_endpoint: str | None = None
+    catalog: Catalog,
+    namespace: Sequence[str],
+    name: str,
+    source: str,
+    schema: TableSchema,
+    s3_endpoint: str | None = None,
 ) -> Target:
-    """Load the Iceberg table, creating it (and its namespace) on first use; check its source.
-    The catalog's failures are CatalogErrors."""
+    """Load the Iceberg table, creating it (and its namespace) from ``schema`` on first use; check its
+    source. The catalog's failures are CatalogErrors."""
     ident = (*namespace, name)
     from pyiceberg.exceptions import NoSuchTableError
 
@@ -202,12 +242,13 @@ def open_target(
             table = catalog.load_table(ident)
         except NoSuchTableError:
             catalog.create_namespace_if_not_exists(tuple(namespace))
+            fresh = schema.iceberg_schema()
             table = catalog.create_table_if_not_exists(
                 ident,
-                schema=iceberg_schema(),
-                partition_spec=partition_spec(),
-                sort_order=sort_order(),
-                properties=TABLE_PROPERTIES,
+                schema=fresh,
+                partition_spec=schema.partition_spec(fresh),
+                sort_order=schema.sort_order(fresh),
+                properties={**TABLE_PROPERTIES, **schema_properties(schema)},
             )
         if any(table.properties.get(k) != v for k, v in MANAGED_PROPERTIES.items()):
             with table.transaction() as tx:
@@ -239,23 +280,62 @@ def _target(table: Table, s3_endpoint: str | None) -> Target:
     return Target(storage=storage, s3a=s3a, table=table)
 
 
+def evolved(target: Target, changes: Sequence[Change]) -> Schema:
+    """The table's schema after ``changes`` (what this run writes its data files with)."""
+    update = target.table.transaction().update_schema()
+    evolve(update, changes)
+    return update._apply()  # pyiceberg's own preview of the updates (UpdateSchema has no public one)
+
+
+def data_file(uri: str, written: WrittenFile, spec_id: int) -> DataFile:
+    """The Iceberg entry of a data file the engine wrote (its metadata computed as it was written)."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=uri,
+        file_format=FileFormat.PARQUET,
+        partition=Record(*written.partition),
+        file_size_in_bytes=written.size,
+        sort_order_id=None,
+        spec_id=spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **written.stats,
+    )
+
+
 def commit(
-    target: Target, data_files: Sequence[str], ledger_uri: str, source: str, run_id: str, summary: Mapping[str, str]
+    target: Target,
+    written: Sequence[tuple[str, WrittenFile]],
+    ledger_uri: str,
+    source: str,
+    run_id: str,
+    summary: Mapping[str, str],
+    schema: TableSchema,
+    changes: Sequence[Change] = (),
+    written_with: Schema | None = None,
 ) -> int:
-    """Add a snapshot with ``data_files`` (none: an empty one) and switch the ledger, in one transaction
-    that asserts the table is still at ``target.snapshot_id``; returns the new snapshot id."""
-    props = {LEDGER_PROPERTY: ledger_uri, SOURCE_PROPERTY: source, RUN_PROPERTY: run_id}
+    """Add a snapshot with the ``written`` data files ((URI, file); none: an empty one), apply the schema
+    ``changes`` and switch the ledger, in one transaction that asserts the table is still at
+    ``target.snapshot_id`` (and its schema the one the files were ``written_with``); the new snapshot id."""
+    props = {LEDGER_PROPERTY: ledger_uri, SOURCE_PROPERTY: source, RUN_PROPERTY: run_id, **schema_properties(schema)}
     with (
         iceberg_errors(f"commit to Iceberg table {'.'.join(target.table.name())}"),
         target.table.transaction() as tx,
     ):
-        if data_files:
-            # no duplicate check (it reads every manifest): each name carries this run's id, so no
-            # snapshot can hold it yet
-            tx.add_files(list(data_files), snapshot_properties={**summary, **props}, check_duplicate_files=False)
-        else:
-            with tx.update_snapshot(snapshot_properties={**summary, **props}).fast_append():
-                pass
+        if any(c.action == "apply" and c.op and c.op[0] != "key" for c in changes):
+            with tx.update_schema() as update:
+                evolve(update, changes)
+        if written_with is not None and tx.table_metadata.schema().as_struct() != written_with.as_struct():
+            raise CommitConflict(
+                f"the schema of Iceberg table {'.'.join(target.table.name())} changed while this run wrote its files"
+            )
+        spec_id = tx.table_metadata.default_spec_id
+        with tx.update_snapshot(snapshot_properties={**summary, **props}).fast_append() as append:
+            for uri, w in written:
+                append.append_data_file(data_file(uri, w, spec_id))
         tx.set_properties(props)
     snap = target.table.current_snapshot()
     assert snap is not None and _run_of(snap) == run_id

@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 
 from lakeflow.compaction.continuous import Schedule
 from lakeflow.compaction.engine import ENGINES, engine_for, submitted_master
+from lakeflow.schema import TableSchema, declared_schema
 from lakeflow.settings import Settings, load_settings
 from lakeflow.settings.env import (
     Duration,
@@ -231,6 +232,7 @@ class CompactConfig:
     """What one compaction run needs to know. Build with :func:`load_config`."""
 
     settings: Settings
+    schema: TableSchema  # the records' declared schema and the table's layout
     target_table: str  # Iceberg table name, in the raw table's namespace
     target_file_bytes: int  # aim for Parquet files of about this size
     bytes_per_row: int  # Parquet bytes per row assumed until the table has statistics
@@ -313,6 +315,7 @@ def load_config(args: CompactOptions = CompactOptions(), env: Mapping[str, str] 
     env_ = load(CompactEnv, {**values, ENV_TABLE: table}, "compaction settings", problems)
     return CompactConfig(
         settings=settings,
+        schema=declared_schema(settings),
         target_table=table,
         target_file_bytes=env_.target_file_mb << 20,
         bytes_per_row=env_.bytes_per_row,

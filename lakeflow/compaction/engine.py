@@ -6,80 +6,81 @@ faster engine on one machine at every batch size measured) and :mod:`lakeflow.co
 every other stage (ledger, quarantine, naming, commit, lineage) is the same whichever runs.
 ``auto`` (the default) picks ``arrow`` for batches that fit in memory (:func:`arrow_max_bytes`)
 and ``spark`` above — except on a cluster: a driver given a cluster master (``spark://``, ``yarn``,
-``k8s://``, ``mesos://``) compacts with ``spark``, on the executors (:func:`engine_for`). Both write the same Parquet layout (``ts_day=<day>/*.parquet``, sorted by
-time, the Iceberg table's schema).
+``k8s://``, ``mesos://``) compacts with ``spark``, on the executors (:func:`engine_for`).
 
-What a part file holds — both engines read with the semantics of Spark's ``multiLine`` JSON reader
-in PERMISSIVE mode under the explicit schema :data:`lakeflow.readings.FIELDS`:
-
-- its *records* are the objects of the JSON array it starts with (a top-level object is one
-  record); what follows the file's first JSON value is ignored, and so are unknown fields;
-- a *bad record* has a field that is missing, null or of the wrong type — a string field takes
-  any other JSON value as its source text (``1.50`` → ``"1.50"``), a double an integer and the
-  strings ``"NaN"``, ``"Infinity"``, ``"-INF"``…, an integer must fit 64 bits; the file's other
-  records are compacted, the bad one set aside with the reason :data:`BAD_RECORD` and the fields
-  at fault;
-- a *malformed* file does not start with JSON, is a JSON scalar, or is an array with an element
-  that is not an object; so is a file whose only record has no field of the schema (``[{}]``:
-  Spark cannot tell it from a parse failure). It is quarantined whole (:data:`MALFORMED`);
-- an *empty* file holds no JSON at all (0 bytes or whitespace): quarantined whole (:data:`EMPTY`).
-  ``[]`` holds no records and is consumed.
+Both parse and write with the same code (:mod:`~lakeflow.compaction.parse` under the record contract,
+:mod:`~lakeflow.compaction.rows`): the Spark engine runs it in its executors, each task turning its
+share of the files into finished data files, and the driver commits them all at once.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+
     from lakeflow.compaction.files import FileEntry
+    from lakeflow.compaction.parse import FileSummary
+    from lakeflow.compaction.rows import WrittenFile
+    from lakeflow.schema.model import TableSchema
 
 ENGINES = ("auto", "spark", "arrow")
 CLUSTER_MASTERS = ("spark://", "yarn", "k8s://", "mesos://")  # a master whose executors are other processes
-EMPTY = "empty file (no JSON content)"
-MALFORMED = "not a JSON array of reading objects (malformed or truncated JSON)"
-BAD_RECORD = "missing, null or mistyped"  # reason of a bad record, followed by ": <fields>"
+RECORDS_FILE = "part-{task:05d}.json"  # a task's bad records, in the run's records folder
 
 
 @dataclass(frozen=True)
-class FileSummary:
-    """What an engine found in one part file that produced rows (files holding ``[]`` or nothing
-    have none): its records, the bad ones, whether it is malformed, the time range of its good rows."""
+class WritePlan:
+    """What a batch is compacted into: the table (its schema after this run's evolution, spec and
+    properties), where data files are staged, where bad records go, how big files are."""
 
-    rows: int
-    bad_rows: int
-    malformed: bool
-    min_ms: int | None
-    max_ms: int | None
+    schema: TableSchema
+    table_schema: Schema
+    spec: PartitionSpec
+    properties: Mapping[str, str]
+    staging: str  # target-relative
+    records: str  # raw-relative folder of the run's bad records
+    target_file_bytes: int
+    bytes_per_row: float
 
-    @classmethod
-    def of(cls, rows: int, bad_rows: int, empty_rows: int, min_ms: int | None, max_ms: int | None) -> FileSummary:
-        """The summary of a file that gave ``rows`` rows, ``empty_rows`` of them with every field null:
-        a malformed file comes back as its only row, all null (see the module's docstring)."""
-        return cls(rows=rows, bad_rows=bad_rows, malformed=rows == 1 and empty_rows == 1, min_ms=min_ms, max_ms=max_ms)
+    def file_count(self, rows: int) -> int:
+        """How many data files ``rows`` rows make at the target size (at least one)."""
+        return max(1, math.ceil(rows * self.bytes_per_row / self.target_file_bytes))
+
+
+@dataclass
+class Compacted:
+    """What an engine made of a batch: each file's summary (by ``rel``), the data files it staged, its
+    bad records (written to the plan's records folder), duplicates dropped and undeclared fields seen."""
+
+    files: dict[str, FileSummary] = field(default_factory=dict)
+    written: list[WrittenFile] = field(default_factory=list)
+    bad_records: int = 0
+    duplicates_dropped: int = 0
+    undeclared: Counter[str] = field(default_factory=Counter)
+
+
+Overlapping = Callable[[int, int], Sequence[str]]  # (lo_ms, hi_ms) → the table's data files (URIs) in that range
 
 
 class Engine(Protocol):
-    """One batch's rows, from parsing to staged Parquet. Each method runs once, in this order."""
+    """Compacts one batch: parse, set bad records aside, de-duplicate (the batch and against the table's
+    files that ``overlapping`` names), write sorted data files into the staging folder."""
 
     name: str
 
-    def read(self, files: Sequence[FileEntry]) -> dict[str, FileSummary]:
-        """Parse the raw ``files``; keep their rows; summarise each file (keyed by ``rel``)."""
-
-    def write_bad_records(self, quarantined: Sequence[str], rel: str) -> None:
-        """Records failing the schema, except those of the ``quarantined`` files, as JSON lines
-        ``{"file", "reason", "record"}`` in the raw table's folder ``rel``."""
-
-    def write(self, existing: Sequence[str], files: int, staging: str) -> None:
-        """Good rows minus the (run_id, seq) keys of the ``existing`` table data files, de-duplicated,
-        with ``ts``, sorted, into about ``files`` Parquet files under the target folder ``staging``."""
+    def compact(self, files: Sequence[FileEntry], plan: WritePlan, overlapping: Overlapping) -> Compacted: ...
 
     def close(self) -> None:
-        """Release what the engine holds (rows, a Spark session)."""
+        """Release what the engine holds (a Spark session)."""
 
 
 ARROW_PEAK_PER_RAW_BYTE = 2.5  # arrow peak RSS / raw batch bytes; measured ~225 MiB + 2.08x (make bench-compact)

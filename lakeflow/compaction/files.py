@@ -24,6 +24,7 @@ from lakeflow.uris import FILE, hadoop_uri, iceberg_uri, is_local
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 DELETE_BATCH = 1000  # keys per S3 DeleteObjects request (S3's maximum)
 _URI_PATH_SAFE = "/_-!.~'()*,;:$&+=@"  # java.net.URI leaves these unquoted in a path
@@ -66,6 +67,10 @@ class Storage:
 
     def __repr__(self) -> str:
         return f"Storage({self.location!r}, {redact(self._props)!r})"
+
+    def __reduce__(self) -> tuple[type[Storage], tuple[str, dict[str, str]]]:
+        """Pickled as its location and properties (a Spark task builds its own file system from them)."""
+        return Storage, (self.location, self._props)
 
     def uri(self, rel: str = "") -> str:
         """The Iceberg-style URI of ``rel`` (relative to the root)."""
@@ -298,20 +303,22 @@ class Storage:
         if self._fs.get_file_info(self._path(rel)).type != FileType.NotFound:
             self._fs.delete_dir(self._path(rel))
 
-    def read_parquet(self, rel: str, columns: Sequence[str]) -> pa.Table:
-        """Some columns of a Parquet file."""
+    def read_parquet(self, rel: str, columns: Sequence[str] | None) -> pa.Table:
+        """Some columns of a Parquet file (None: all)."""
         import pyarrow.parquet as pq
 
         with self._fs.open_input_file(self._path(rel)) as f:
-            return pq.read_table(f, columns=list(columns))
+            return pq.read_table(f, columns=None if columns is None else list(columns))
 
-    def write_parquet(self, rel: str, table: pa.Table) -> None:
-        """Write ``table`` as one zstd Parquet file (the folder is created as needed)."""
+    def write_parquet(self, rel: str, table: pa.Table) -> tuple[pq.FileMetaData, int]:
+        """Write ``table`` as one zstd Parquet file (the folder is created as needed); its footer and size."""
         import pyarrow.parquet as pq
 
         path = self._path(rel)
         self._parent(path)
-        pq.write_table(table, path, filesystem=self._fs, compression="zstd")
+        footers: builtins.list[pq.FileMetaData] = []
+        pq.write_table(table, path, filesystem=self._fs, compression="zstd", metadata_collector=footers)
+        return footers[0], self._fs.get_file_info(path).size
 
     def parquet_metadata(self, rel: str):
         """The footer of a Parquet file (``pyarrow.parquet.FileMetaData``)."""

@@ -5,10 +5,12 @@ Three steps, under the table's lease (no compaction runs meanwhile, on any host)
 compactor's own recovery (:mod:`~lakeflow.compaction.recovery`, which owns ``data/_staging/``):
 
 1. **Rewrite.** A data file under ``small_file_bytes`` (COMPACT_SMALL_FILE_MB, default 3/4 of the
-   target size) is *small*; a day partition holding at least :data:`MIN_SMALL_FILES` of them has
-   them merged — their rows sorted by (timestamp_ms, run_id, seq), cut into files of about the
-   target size — and replaced in one snapshot: pyiceberg's ``overwrite`` with ``delete_data_file``
-   / ``append_data_file`` (0.12 has no ``replace`` operation). Rows are never changed, dropped or
+   target size) is *small*; a partition holding at least :data:`MIN_SMALL_FILES` of them has
+   them merged — their rows read as the table's current schema (pyiceberg's scan: older files'
+   columns projected), sorted by the declared sort order, cut into files of about the target size
+   and written as the compaction writes them (:class:`~lakeflow.compaction.rows.Writer`) — and
+   replaced in one snapshot: pyiceberg's ``overwrite`` with ``delete_data_file`` /
+   ``append_data_file`` (0.12 has no ``replace`` operation). Rows are never changed, dropped or
    added; larger files are left alone. The new files are announced by an intent, staged and named
    as a compaction run's (:mod:`~lakeflow.compaction.naming`), so recovery tidies up after a crash.
    The commit asserts the branch head it was planned on; on a conflict it is tried again on fresh
@@ -43,16 +45,16 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from lakeflow.catalog.errors import CommitConflict, iceberg_errors
-from lakeflow.compaction.commit import RUN_PROPERTY, Target, reachable
+from lakeflow.compaction.commit import RUN_PROPERTY, Target, data_file, reachable
 from lakeflow.compaction.config import CompactConfig, MaintainOptions
 from lakeflow.compaction.files import FileEntry, Storage, Upload
 from lakeflow.compaction.lease import Lease, LeaseLost
 from lakeflow.compaction.naming import SEPARATOR, STAGING, STATE_DIR, final_paths, intent_name, is_run_id
-from lakeflow.compaction.output import staged_files
 from lakeflow.compaction.recovery import Intent, finish, save_intent
-from lakeflow.compaction.run import Run, begin, hold_lease, plan, recover_orphans
-from lakeflow.compaction.schema import DAY, TS
-from lakeflow.readings import KEY, NAMES, TIME, is_in_progress
+from lakeflow.compaction.rows import Writer, WrittenFile
+from lakeflow.compaction.run import Run, begin, hold_lease, plan, plan_schema, recover_orphans
+from lakeflow.readings import is_in_progress
+from lakeflow.schema.model import TableSchema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,15 +66,13 @@ log = logging.getLogger("lakeflow.compaction.maintain")
 MIN_SMALL_FILES = 2  # a partition is rewritten when it holds at least this many small files
 MAX_ATTEMPTS = 3  # commits of one partition's rewrite before giving up on conflicts
 MAINTAIN_PROPERTY = "lakeflow.maintain"  # snapshot summary: "rewrite" on a rewrite's snapshot
-COLUMNS = (*NAMES, TS)
-ORDER = (TIME, *KEY)  # within a file: by time; (run_id, seq) makes the order total
 
 
 @dataclass
 class Rewrite:
     """One partition's rewrite (planned, under a dry run)."""
 
-    day: str
+    partition: str  # its path: ts_day=2026-11-28 ("" for an unpartitioned table)
     files_before: int  # the partition's data files
     files_after: int
     bytes_before: int
@@ -83,7 +83,7 @@ class Rewrite:
     attempts: int = 0
 
     def line(self, dry_run: bool) -> str:
-        head = f"{DAY}={self.day}: {self.files_before} → {self.files_after} file(s)"
+        head = f"{self.partition or 'the table'}: {self.files_before} → {self.files_after} file(s)"
         if dry_run:
             return f"{head} ({self.merged} small file(s), {self.rows} rows, would be merged)"
         return (
@@ -122,7 +122,7 @@ class MaintainReport:
             )
         ]
         lines += [f"  {r.line(self.dry_run)}" for r in self.rewrites]
-        lines += [f"  {DAY}={day}: changed under the rewrite, left as it was" for day in self.skipped]
+        lines += [f"  {p or 'the table'}: changed under the rewrite, left as it was" for p in self.skipped]
         lines.append(
             f"snapshots: {len(self.snapshots_expired)} of {self.snapshots_before} {would}expired"
             + ("" if self.dry_run else f", {self.expired_files_deleted} file(s) only they referenced deleted")
@@ -154,15 +154,20 @@ class MaintainReport:
 
 
 def maintain(
-    target: Target, options: MaintainOptions, lease: Lease | None = None, raw: Storage | None = None
+    target: Target,
+    options: MaintainOptions,
+    schema: TableSchema,
+    lease: Lease | None = None,
+    raw: Storage | None = None,
 ) -> MaintainReport:
     """Rewrite small files, expire snapshots, remove orphans, clear the raw table's leftovers (see
-    the module's docstring). ``lease``: the table's lease, checked before every commit and delete
-    (None only for a dry run or a test); ``raw``: the raw table's files (None: leftovers not cleared)."""
+    the module's docstring). ``schema``: the declared one (its sort order); ``lease``: the table's
+    lease, checked before every commit and delete (None only for a dry run or a test); ``raw``: the
+    raw table's files (None: leftovers not cleared)."""
     report = MaintainReport(table=".".join(target.table.name()), dry_run=options.dry_run)
     target.table.refresh()
-    for day, files in live_files(target.table).items():
-        rewrite_partition(target, day, files, options, lease, report)
+    for partition, files in live_files(target.table).items():
+        rewrite_partition(target, partition, files, options, schema, lease, report)
     expire_snapshots(target, options, lease, report)
     remove_orphans(target, options, lease, report)
     if raw is not None:
@@ -174,17 +179,20 @@ def maintain(
 
 
 def live_files(table: Table) -> dict[str, list[DataFile]]:
-    """The current snapshot's data files by day partition (``YYYY-MM-DD``), days in order."""
+    """The current snapshot's data files of the current partition spec by partition (its path:
+    ``ts_day=2026-11-28``; "" unpartitioned), partitions in order. Files of an older spec are left alone."""
     from pyiceberg.manifest import DataFileContent
 
     snap = table.current_snapshot()
     if snap is None:
         return {}
+    spec, schema = table.spec(), table.schema()
     out: dict[str, list[DataFile]] = {}
     for manifest in snap.manifests(table.io):
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            if entry.data_file.content == DataFileContent.DATA:
-                out.setdefault(_day(entry.data_file.partition[0]), []).append(entry.data_file)
+            f = entry.data_file
+            if f.content == DataFileContent.DATA and f.spec_id == spec.spec_id:
+                out.setdefault(spec.partition_to_path(f.partition, schema) if spec.fields else "", []).append(f)
     return dict(sorted(out.items()))
 
 
@@ -209,26 +217,26 @@ def groups(files: Sequence[DataFile], max_bytes: int) -> list[list[DataFile]]:
     return out
 
 
-def merged(storage: Storage, files: Sequence[DataFile], target_bytes: int) -> Iterator[pa.Table]:
-    """The rows of ``files``, sorted by :data:`ORDER`, in slices of about ``target_bytes`` of input each."""
-    import pyarrow as pa
+def merged(table: Table, files: Sequence[DataFile]) -> pa.Table:
+    """The rows of ``files`` as the table's current schema (pyiceberg projects older files' columns)."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+    from pyiceberg.table import FileScanTask
 
-    tables = [storage.read_parquet(storage.relative(f.file_path), COLUMNS).replace_schema_metadata(None) for f in files]
-    rows = pa.concat_tables(tables, promote_options="default").sort_by([(c, "ascending") for c in ORDER])
+    scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
+    rows = scan.to_table([FileScanTask(f) for f in files])
     expected = sum(f.record_count for f in files)
     if rows.num_rows != expected:
         raise RuntimeError(f"read {rows.num_rows} rows from files whose metadata counts {expected}: not rewriting")
-    parts = max(1, math.ceil(sum(f.file_size_in_bytes for f in files) / target_bytes))
-    step = max(1, -(-rows.num_rows // parts))
-    for start in range(0, rows.num_rows, step):
-        yield rows.slice(start, step)
+    return rows
 
 
 def rewrite_partition(
     target: Target,
-    day: str,
+    partition: str,
     files: Sequence[DataFile],
     options: MaintainOptions,
+    schema: TableSchema,
     lease: Lease | None,
     report: MaintainReport,
 ) -> None:
@@ -240,7 +248,7 @@ def rewrite_partition(
         return
     batches = groups(small, options.group_max_bytes)
     result = Rewrite(
-        day=day,
+        partition=partition,
         files_before=len(files),
         files_after=0,
         bytes_before=sum(f.file_size_in_bytes for f in files),
@@ -256,28 +264,28 @@ def rewrite_partition(
         )
         report.rewrites.append(result)
         return
-    storage = target.storage
+    storage, table = target.storage, target.table
+    writer = Writer(schema, table.schema(), table.spec(), dict(table.properties), storage)
     intent = Intent(run_id=str(uuid.uuid4()), planned_snapshot=target.snapshot_id)
     save_intent(storage, intent)  # before any file is written
     try:
-        part = 0
-        for batch in batches:
-            for piece in merged(storage, batch, options.target_file_bytes):
-                storage.write_parquet(f"{intent.staging}/{DAY}={day}/part-{part:05d}.parquet", piece)
-                part += 1
-        staged = staged_files(storage, intent.staging)
-        paths = final_paths(staged, target.table.name()[-1], target.next_sequence, intent.run_id)
+        staged: list[WrittenFile] = []
+        for n, batch in enumerate(batches):
+            count = max(1, math.ceil(sum(f.file_size_in_bytes for f in batch) / options.target_file_bytes))
+            staged += writer.write(merged(table, batch), count, intent.staging, f"part-g{n:05d}")
+        paths = final_paths(staged, table.name()[-1], target.next_sequence, intent.run_id)
         intent = replace(intent, data_files=tuple(paths))
         save_intent(storage, intent)  # final names recorded before they exist
         for s, final in zip(staged, paths, strict=True):
             storage.move(s.rel, final)
-        result.snapshot_id, result.attempts = _commit(target, small, [storage.uri(p) for p in paths], intent, lease)
+        added = [(storage.uri(p), w) for p, w in zip(paths, staged, strict=True)]
+        result.snapshot_id, result.attempts = _commit(target, small, added, intent, lease)
     except (CommitConflict, ValidationException, LeaseLost) as exc:
         _discard(storage, intent)
         if not isinstance(exc, ValidationException):
             raise
-        log.warning("[maintain] %s=%s: a file to replace is gone (%s): nothing changed", DAY, day, exc)
-        report.skipped.append(day)
+        log.warning("[maintain] %s: a file to replace is gone (%s): nothing changed", partition or "the table", exc)
+        report.skipped.append(partition)
         return
     finish(target, intent)
     result.files_after = len(files) - len(small) + len(paths)
@@ -287,19 +295,22 @@ def rewrite_partition(
 
 
 def _commit(
-    target: Target, replaced: Sequence[DataFile], uris: Sequence[str], intent: Intent, lease: Lease | None
+    target: Target,
+    replaced: Sequence[DataFile],
+    written: Sequence[tuple[str, WrittenFile]],
+    intent: Intent,
+    lease: Lease | None,
 ) -> tuple[int, int]:
-    """One snapshot replacing ``replaced`` by ``uris``, asserting the branch head; on a conflict again
-    on fresh metadata. Returns (snapshot id, attempts); CommitConflict after :data:`MAX_ATTEMPTS`."""
-    from pyiceberg.io.pyarrow import parquet_file_to_data_file
-
+    """One snapshot replacing ``replaced`` by the ``written`` files ((URI, file)), asserting the branch
+    head; on a conflict again on fresh metadata. Returns (snapshot id, attempts); CommitConflict after
+    :data:`MAX_ATTEMPTS`."""
     table = target.table
     props = {RUN_PROPERTY: intent.run_id, MAINTAIN_PROPERTY: "rewrite"}
     what = f"rewrite in Iceberg table {'.'.join(table.name())}"
     for attempt in range(1, MAX_ATTEMPTS + 1):
         if lease is not None:
             lease.check()
-        added = [parquet_file_to_data_file(table.io, table.metadata, uri) for uri in uris]
+        added = [data_file(uri, w, table.metadata.default_spec_id) for uri, w in written]
         try:
             with (
                 iceberg_errors(what),
@@ -330,10 +341,6 @@ def _discard(storage: Storage, intent: Intent) -> None:
         storage.delete(rel)
     storage.delete_dir(intent.staging)
     storage.delete(intent_name(intent.run_id))
-
-
-def _day(days: int) -> str:
-    return datetime.fromtimestamp(days * 86400, timezone.utc).strftime("%Y-%m-%d")
 
 
 # --- 2. expire snapshots ------------------------------------------------------------------------
@@ -500,7 +507,7 @@ def clear_leftovers(raw: Storage, options: MaintainOptions, report: MaintainRepo
 
 def after_compaction(run: Run) -> MaintainReport:
     """``lakeflow compact --maintain``: maintain the table under the run's lease, after its commit."""
-    report = maintain(run.target, run.config.maintenance, run.lease, run.raw.storage)
+    report = maintain(run.target, run.config.maintenance, run.config.schema, run.lease, run.raw.storage)
     run.report.maintenance = report.counts()
     print("\n".join(report.summary_lines()), flush=True)
     return report
@@ -510,11 +517,12 @@ def run_maintain(config: CompactConfig) -> MaintainReport:
     """``lakeflow maintain``: open the tables, take the lease, recover, maintain; what it did (or would do)."""
     run = begin(config)
     if config.maintenance.dry_run:
-        report = maintain(run.target, config.maintenance, raw=run.raw.storage)
+        report = maintain(run.target, config.maintenance, config.schema, raw=run.raw.storage)
     else:
         with hold_lease(run):
             plan(run)
+            plan_schema(run)  # a declaration the compaction would refuse stops maintenance too
             recover_orphans(run)  # the compactor's recovery: crashed runs' staging and data files
-            report = maintain(run.target, config.maintenance, run.lease, run.raw.storage)
+            report = maintain(run.target, config.maintenance, config.schema, run.lease, run.raw.storage)
             report.recovered = run.report.orphans_removed
     return report

@@ -3,9 +3,10 @@
 Data file names say what is inside — Pinot's segment naming (table, time range, sequence) — and
 whose they are:
 ``data/ts_day=2026-11-21/sensor-readings-compacted__2026-11-21__20261121T101500123Z__20261121T115959999Z__00000007-001__<run id>.parquet``:
-table, partition day, first and last reading time (UTC, ms), the Iceberg sequence number of the
-commit that adds the file, the file's place among that commit's files, and the run. Two runs never
-name a file alike, so a run's leftovers can be told from another run's committed files.
+in the partition's folder (Iceberg's ``name=value`` path; none for an unpartitioned table): table,
+partition values, first and last event time (UTC, ms), the Iceberg sequence number of the commit that
+adds the file, the file's place among that commit's files, and the run. Two runs never name a file
+alike, so a run's leftovers can be told from another run's committed files.
 
 The bookkeeping lives under the target table's ``_lakeflow/compaction/`` (only the compactor
 writes the Iceberg table's folder; Iceberg's orphan-file removal skips ``_``-prefixed folders).
@@ -16,10 +17,11 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
-from lakeflow.compaction.schema import DAY
+if TYPE_CHECKING:
+    from lakeflow.compaction.rows import WrittenFile
 
 SEPARATOR = "__"
 STATE_DIR = "_lakeflow/compaction"  # target-relative: ledger indexes, intents, the lease
@@ -27,18 +29,6 @@ SEGMENTS_DIR = "_lakeflow/segments"  # target-relative: ledger segments, one fol
 STAGING = "data/_staging"  # target-relative: engines write here before the final rename
 UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 LEDGER_PATTERN = re.compile(rf"{STATE_DIR}/ledger-{UUID}\.json\.gz")
-
-
-@dataclass(frozen=True)
-class DataFileStats:
-    """A written Parquet file: where Spark staged it and what it holds."""
-
-    rel: str  # relative to the target table's location
-    day: str  # partition value, YYYY-MM-DD (UTC)
-    rows: int
-    size: int
-    min_ms: int
-    max_ms: int
 
 
 def timestamp(ms: int) -> str:
@@ -73,24 +63,25 @@ def intent_name(run_id: str) -> str:
 
 def is_data_file_of(rel: str, run_id: str) -> bool:
     """True if ``rel`` is a final data file path that run ``run_id`` could have named."""
-    return (
-        re.fullmatch(rf"data/{DAY}=\d{{4}}-\d{{2}}-\d{{2}}/[^/]+{SEPARATOR}{re.escape(run_id)}\.parquet", rel)
-        is not None
-    )
+    return re.fullmatch(rf"data/(?:[^/=_][^/=]*=[^/]*/)*[^/]+{SEPARATOR}{re.escape(run_id)}\.parquet", rel) is not None
 
 
-def data_file_name(table: str, day: str, min_ms: int, max_ms: int, sequence: int, index: int, run_id: str) -> str:
+def data_file_name(table: str, label: str, min_ms: int, max_ms: int, sequence: int, index: int, run_id: str) -> str:
     return (
-        SEPARATOR.join((table, day, timestamp(min_ms), timestamp(max_ms), f"{sequence:08d}-{index:03d}", run_id))
+        SEPARATOR.join((table, label, timestamp(min_ms), timestamp(max_ms), f"{sequence:08d}-{index:03d}", run_id))
         + ".parquet"
     )
 
 
-def final_paths(files: Sequence[DataFileStats], table: str, sequence: int, run_id: str) -> list[str]:
-    """Final target-relative paths for ``files``, numbered in (day, time) order; same order as given."""
-    order = sorted(range(len(files)), key=lambda i: (files[i].day, files[i].min_ms, files[i].max_ms, files[i].rel))
+def final_paths(files: Sequence[WrittenFile], table: str, sequence: int, run_id: str) -> list[str]:
+    """Final target-relative paths for ``files``, numbered in (partition, time) order; same order as given."""
+    order = sorted(
+        range(len(files)),
+        key=lambda i: (files[i].partition_path, files[i].min_ms, files[i].max_ms, files[i].rel),
+    )
     paths = [""] * len(files)
     for index, i in enumerate(order, start=1):
         f = files[i]
-        paths[i] = f"data/{DAY}={f.day}/{data_file_name(table, f.day, f.min_ms, f.max_ms, sequence, index, run_id)}"
+        name = data_file_name(table, f.label, f.min_ms, f.max_ms, sequence, index, run_id)
+        paths[i] = f"data/{f.partition_path}/{name}" if f.partition_path else f"data/{name}"
     return paths

@@ -1,7 +1,7 @@
 """Bad input is set aside with its reason, never dropped silently.
 
-What counts as an empty or malformed file and as a bad record is the engine contract's
-(:mod:`lakeflow.compaction.engine`). Empty and malformed files are *quarantined* as a whole: recorded
+What counts as an empty or malformed file and as a bad record is the parser's
+(:mod:`lakeflow.compaction.parse`, under the record contract of :mod:`lakeflow.schema.records`). Empty and malformed files are *quarantined* as a whole: recorded
 in the ledger with the reason (so later runs skip it), listed in the report and the lineage event,
 and optionally moved to ``<raw>/_quarantine/`` beside a ``.reason.json``. Bad records inside an
 otherwise good file are written to ``<raw>/_quarantine/records/run=<run id>/``.
@@ -14,7 +14,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lakeflow.compaction.engine import EMPTY, MALFORMED
 from lakeflow.compaction.files import FileEntry, Storage
 
 log = logging.getLogger(__name__)
@@ -30,31 +29,6 @@ class Sorted:
     reasons: Mapping[str, str]  # rel → reason, for the quarantined
     rows: Mapping[str, int]  # rel → readings read (good and bad), for the compacted
     bad_rows: Mapping[str, int]  # rel → records failing the schema, for the compacted
-
-
-def unread_reasons(raw: Storage, files: Sequence[FileEntry]) -> dict[str, str]:
-    """Why files that produced no rows did so: empty, or not JSON. A valid ``[]`` has no reason.
-
-    The driver reads these (small) files itself, so a file the engine skipped for any other cause
-    stops the run instead of being marked consumed.
-    """
-    reasons: dict[str, str] = {}
-    for f in files:
-        text = raw.read(f.rel) if f.size else b""
-        if not text.strip():
-            reasons[f.rel] = EMPTY
-            continue
-        try:
-            value = json.loads(text)
-        except ValueError:
-            reasons[f.rel] = MALFORMED
-            continue
-        if value != []:
-            raise RuntimeError(
-                f"the engine read no rows from {raw.uri(f.rel)} ({f.size} bytes) although it holds "
-                "JSON: refusing to mark it consumed"
-            )
-    return reasons
 
 
 def sort_files(

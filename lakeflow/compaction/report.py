@@ -46,8 +46,8 @@ class CompactionReport:
     files_out: int = 0  # Parquet files committed
     rows_in: int = 0  # readings read from the compacted files
     rows_out: int = 0  # rows committed
-    rows_quarantined: int = 0  # records failing the schema
-    duplicates_dropped: int = 0  # (run_id, seq) seen twice, or already in the table
+    rows_quarantined: int = 0  # records breaking the schema
+    duplicates_dropped: int = 0  # a key seen twice, or already in the table
     bytes_in: int = 0
     bytes_out: int = 0
     quarantined: list[dict[str, str]] = field(default_factory=list)  # {"file", "reason"}
@@ -63,6 +63,9 @@ class CompactionReport:
     duration_s: float = 0.0
     error: str = ""
     maintenance: dict[str, int] = field(default_factory=dict)  # with --maintain: MaintainReport.counts()
+    schema: str = ""  # the declared schema: its title and digest
+    schema_changes: list[str] = field(default_factory=list)  # the evolution this run applied
+    undeclared_fields: dict[str, int] = field(default_factory=dict)  # top-level fields not declared → records
     oldest_new_file_at: str = ""  # modification time of the oldest new raw file discovered (ISO 8601)
     table_snapshots: int | None = None  # the Iceberg table's snapshots when the run ended
     table_data_files: int | None = None  # its current snapshot's data files
@@ -110,6 +113,9 @@ class CompactionReport:
             "ledger",
             "small_file_reduction",
             "status",
+            "schema",
+            "schema_changes",
+            "undeclared_fields",
         )
         d = self.to_dict()
         return {k: d[k] for k in keep}
@@ -134,6 +140,11 @@ class CompactionReport:
         ]
         if self.snapshot_id is not None:
             lines.append(f"  snapshot   {self.snapshot_id} (sequence {self.sequence_number})")
+        for change in self.schema_changes:
+            lines.append(f"  schema     {change}")
+        if self.undeclared_fields:
+            fields = ", ".join(f"{name} ({count})" for name, count in self.undeclared_fields.items())
+            lines.append(f"  undeclared {fields}: kept in the raw files, not in the table")
         for q in self.quarantined:
             lines.append(f"  quarantined {q['file']}: {q['reason']}")
         if self.records_path:

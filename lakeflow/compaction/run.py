@@ -10,19 +10,26 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 
-from lakeflow.compaction.commit import Target, commit, iceberg_catalog, open_target
+from lakeflow.compaction.commit import Target, commit, evolved, iceberg_catalog, open_target
 from lakeflow.compaction.config import CompactConfig
 from lakeflow.compaction.discover import PartListing, bucket_of, list_buckets, list_parts, window_start
-from lakeflow.compaction.engine import MALFORMED, Engine, FileSummary, arrow_max_bytes, choose
+from lakeflow.compaction.engine import Compacted, Engine, WritePlan, arrow_max_bytes, choose
 from lakeflow.compaction.files import FileEntry
 from lakeflow.compaction.lease import Lease
 from lakeflow.compaction.ledger import COMPACTED, QUARANTINED, Ledger, RunRecord, entries_for, load_ledger, save_ledger
-from lakeflow.compaction.naming import DataFileStats, final_paths
-from lakeflow.compaction.quarantine import Sorted, move_quarantined, sort_files, unread_reasons
+from lakeflow.compaction.naming import final_paths
+from lakeflow.compaction.quarantine import Sorted, move_quarantined, sort_files
 from lakeflow.compaction.recovery import Intent, finish, recover, save_intent
 from lakeflow.compaction.report import CompactionReport, stage
 from lakeflow.compaction.source import RawTable, open_raw
+from lakeflow.errors import ConfigurationError
+from lakeflow.schema.evolution import Change, refused
+from lakeflow.schema.evolution import plan as plan_evolution
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
 
 log = logging.getLogger("lakeflow.compaction")
 
@@ -41,6 +48,12 @@ class Run:
     engine: Engine | None = None  # started for a batch with new files
     lease: Lease | None = None  # held from hold_lease() on
     deferred: int = 0  # earlier runs that could still have committed when recovery ran
+    changes: list[Change] = field(default_factory=list)  # the schema evolution this run applies
+    table_schema: Schema | None = None  # the table's schema after it: what the data files are written with
+
+
+class SchemaRefused(ConfigurationError):
+    """The declared schema changes the table in a way lakeflow refuses; nothing was committed."""
 
 
 @dataclass
@@ -48,15 +61,19 @@ class Batch:
     """This run's new part files and what becomes of them, stage by stage."""
 
     files: list[FileEntry]
-    summaries: dict[str, FileSummary] = field(default_factory=dict)  # rel → what the engine found
+    compacted: Compacted = field(default_factory=Compacted)  # what the engine made of them
     sorted: Sorted | None = None
-    staged: list[DataFileStats] = field(default_factory=list)
-    data_files: list[str] = field(default_factory=list)  # final, target-relative
+    data_files: list[str] = field(default_factory=list)  # final, target-relative, as compacted.written
 
 
 def begin(config: CompactConfig) -> Run:
     """Load the raw table and the Iceberg table (created on first use)."""
-    report = CompactionReport(run_id=config.run_id, source="", target=config.target_name)
+    report = CompactionReport(
+        run_id=config.run_id,
+        source="",
+        target=config.target_name,
+        schema=f"{config.schema.title or config.schema.source} ({config.schema.digest})",
+    )
     with stage(
         "open", f"raw table {config.settings.namespace_str}.{config.settings.table}, Iceberg table {config.target_name}"
     ):
@@ -66,6 +83,7 @@ def begin(config: CompactConfig) -> Run:
             config.namespace,
             config.target_table,
             raw.location,
+            config.schema,
             config.settings.s3_endpoint,
         )
     report.source = raw.location
@@ -138,8 +156,27 @@ def discover_new_files(run: Run) -> Batch:
     return Batch(files=new)
 
 
-def read_batch(run: Run, batch: Batch) -> None:
-    """Start the engine the batch's size calls for; explode every new file's JSON array into rows."""
+def plan_schema(run: Run) -> None:
+    """The declared schema against the table's: what this run applies (in its commit), converts, or
+    refuses — a refusal stops the run before anything is read or written (:class:`SchemaRefused`)."""
+    changes = plan_evolution(run.target.table.schema(), run.target.layout(), run.config.schema)
+    no = refused(changes)
+    if no:
+        more = f" (and {len(no) - 1} more: lakeflow schema plan lists them)" if len(no) > 1 else ""
+        first = no[0]
+        raise SchemaRefused(
+            f"schema change refused, nothing committed: {first.field}: {first.change}: {first.reason}{more}"
+        )
+    for c in changes:
+        log.info("[schema] %s", c)
+    run.changes = changes
+    run.table_schema = evolved(run.target, changes)
+    run.report.schema_changes = [str(c) for c in changes if c.action == "apply"]
+
+
+def compact_batch(run: Run, batch: Batch) -> None:
+    """Start the engine the batch's size calls for; parse, set bad records aside, de-duplicate and write
+    the data files into the staging folder."""
     if not batch.files:
         return
     c, size = run.config, sum(f.size for f in batch.files)
@@ -155,8 +192,32 @@ def read_batch(run: Run, batch: Batch) -> None:
     )
     run.report.engine = name
     run.engine = _open_engine(name, run.raw, run.target, f"lakeflow-compact {c.target_name}", c.spark_options)
-    with stage("read", f"{len(batch.files)} new part files ({size} bytes)"):
-        batch.summaries = run.engine.read(batch.files)
+    assert run.intent is not None and run.table_schema is not None
+    plan = WritePlan(
+        schema=c.schema,
+        table_schema=run.table_schema,
+        spec=run.target.table.spec(),
+        properties=dict(run.target.table.properties),
+        staging=run.intent.staging,
+        records=run.intent.records,
+        target_file_bytes=c.target_file_bytes,
+        bytes_per_row=run.target.bytes_per_row(c.bytes_per_row),
+    )
+    with stage("compact", f"{len(batch.files)} new part files ({size} bytes) → {run.target.storage.uri(plan.staging)}"):
+        batch.compacted = run.engine.compact(batch.files, plan, run.target.files_overlapping)
+    done, r = batch.compacted, run.report
+    r.rows_out = sum(w.records for w in done.written)
+    r.bytes_out = sum(w.size for w in done.written)
+    r.files_out = len(done.written)
+    r.duplicates_dropped = done.duplicates_dropped
+    r.undeclared_fields = dict(done.undeclared.most_common())
+    if done.undeclared:
+        log.warning(
+            "[read] fields the schema does not declare (left out of the table): %s",
+            ", ".join(f"{n} ({k} records)" for n, k in done.undeclared.most_common()),
+        )
+    if done.bad_records:
+        r.records_path = run.raw.storage.uri(run.intent.records)
 
 
 def _open_engine(name: str, raw: RawTable, target: Target, app_name: str, spark_options: Sequence[str]) -> Engine:
@@ -168,21 +229,22 @@ def _open_engine(name: str, raw: RawTable, target: Target, app_name: str, spark_
         return ArrowEngine(raw.storage, target.storage)
     from lakeflow.compaction.spark.engine import SparkEngine
 
-    return SparkEngine(raw.storage, target.storage, raw.s3a, target.s3a, app_name, spark_options)
+    return SparkEngine(raw.storage, target.storage, app_name, spark_options)
 
 
 def quarantine_bad_input(run: Run, batch: Batch) -> None:
-    """Set aside empty and malformed files and records failing the schema, with their reasons."""
+    """Set aside empty and malformed files, with their reasons; count the records in and set aside."""
     if not batch.files:
         return
-    s = batch.summaries
-    reasons = {rel: MALFORMED for rel, x in s.items() if x.malformed}
-    reasons.update(unread_reasons(run.raw.storage, [f for f in batch.files if f.rel not in s]))
+    s = batch.compacted.files
+    missing = [f.rel for f in batch.files if f.rel not in s]
+    if missing:
+        raise RuntimeError(f"the engine reported nothing of {len(missing)} file(s), e.g. {missing[0]}: not consumed")
     batch.sorted = sort_files(
         batch.files,
-        reasons,
-        rows={rel: x.rows for rel, x in s.items()},
-        bad_rows={rel: x.bad_rows for rel, x in s.items()},
+        {rel: x.reason for rel, x in s.items() if x.reason},
+        rows={rel: x.records for rel, x in s.items()},
+        bad_rows={rel: x.bad for rel, x in s.items()},
     )
     r, sorted_ = run.report, batch.sorted
     r.files_in, r.files_compacted, r.files_quarantined = (
@@ -197,36 +259,7 @@ def quarantine_bad_input(run: Run, batch: Batch) -> None:
     for q in r.quarantined:
         log.warning("[quarantine] %s: %s", q["file"], q["reason"])
     if r.rows_quarantined:
-        assert run.intent is not None and run.engine is not None
-        uri = run.raw.storage.uri(run.intent.records)
-        with stage("quarantine", f"{r.rows_quarantined} records failing the schema → {uri}"):
-            run.engine.write_bad_records([f.rel for f in sorted_.quarantined], run.intent.records)
-        r.records_path = uri
-
-
-def write_parquet(run: Run, batch: Batch) -> None:
-    """The engine: de-duplicate (batch and table), size, sort and write Parquet into the staging folder."""
-    sorted_ = batch.sorted
-    good = run.report.rows_in - run.report.rows_quarantined
-    if sorted_ is None or good == 0:
-        return
-    from lakeflow.compaction.output import file_count, staged_files
-
-    assert run.engine is not None and run.intent is not None
-    ranges = [batch.summaries[f.rel] for f in sorted_.compacted if batch.summaries.get(f.rel)]
-    lo = min(x.min_ms for x in ranges if x.min_ms is not None)
-    hi = max(x.max_ms for x in ranges if x.max_ms is not None)
-    overlapping = run.target.files_overlapping(lo, hi)
-    log.info("[write] %d table file(s) overlap the batch's time range: checking their keys", len(overlapping))
-    files = file_count(good, run.config.target_file_bytes, run.target.bytes_per_row(run.config.bytes_per_row))
-    with stage("write", f"{good} rows → about {files} Parquet file(s) in {run.target.storage.uri(run.intent.staging)}"):
-        run.engine.write(overlapping, files, run.intent.staging)
-    batch.staged = staged_files(run.target.storage, run.intent.staging)
-    r = run.report
-    r.rows_out = sum(f.rows for f in batch.staged)
-    r.duplicates_dropped = good - r.rows_out
-    r.bytes_out = sum(f.size for f in batch.staged)
-    r.files_out = len(batch.staged)
+        log.warning("[quarantine] %d records breaking the schema → %s", r.rows_quarantined, r.records_path)
 
 
 def name_data_files(run: Run, batch: Batch) -> None:
@@ -234,12 +267,13 @@ def name_data_files(run: Run, batch: Batch) -> None:
     if run.intent is None:
         return
     c = run.config
-    batch.data_files = final_paths(batch.staged, c.target_table, run.target.next_sequence, c.run_id)
+    written = batch.compacted.written
+    batch.data_files = final_paths(written, c.target_table, run.target.next_sequence, c.run_id)
     run.intent = replace(run.intent, data_files=tuple(batch.data_files))
     save_intent(run.target.storage, run.intent)
-    for staged, final in zip(batch.staged, batch.data_files, strict=True):
+    for staged, final in zip(written, batch.data_files, strict=True):
         run.target.storage.move(staged.rel, final)
-        log.info("[write] %s (%d rows, %d bytes)", final, staged.rows, staged.size)
+        log.info("[write] %s (%d rows, %d bytes)", final, staged.records, staged.size)
 
 
 def commit_batch(run: Run, batch: Batch) -> None:
@@ -278,11 +312,14 @@ def commit_batch(run: Run, batch: Batch) -> None:
     ):
         r.snapshot_id = commit(
             run.target,
-            [target.uri(f) for f in batch.data_files],
+            [(target.uri(f), w) for f, w in zip(batch.data_files, batch.compacted.written, strict=True)],
             target.uri(run.intent.ledger),
             run.raw.location,
             c.run_id,
             summary,
+            c.schema,
+            run.changes,
+            run.table_schema,
         )
     r.sequence_number = sequence
     r.ledger = target.uri(run.intent.ledger)

@@ -36,6 +36,8 @@ from datetime import date, datetime, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from lakeflow.errors import LakeflowError
+
 Check = Callable[[Any, str], Any]  # (value, path) → the value as the table holds it; raises Invalid
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -46,7 +48,7 @@ _RANGE = {"long": 63, "int": 31}
 FLOAT_MAX = 3.4028234663852886e38
 
 
-class Invalid(ValueError):
+class Invalid(LakeflowError, ValueError):
     """A value breaks the contract; the message is the reason."""
 
 

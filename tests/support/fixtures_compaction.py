@@ -133,3 +133,25 @@ def s3a_jars() -> list[Path]:
     from lakeflow.runtime.jars import spark_s3_jars
 
     return spark_s3_jars()
+
+
+def written_file(target, rows: Sequence[dict], rel: Optional[str] = None, tag: str = "w"):
+    """``rows`` of the default schema (one partition's) written as the engines write a table's data file —
+    at ``rel`` when given, else under ``data/<tag>/``; returns (its URI, its WrittenFile) for a commit."""
+    from dataclasses import replace
+
+    import pyarrow as pa
+
+    from lakeflow.compaction.rows import Writer
+    from lakeflow.schema import load_schema
+    from lakeflow.schema.arrow import record_schema
+
+    schema = load_schema()
+    table = target.table
+    writer = Writer(schema, table.schema(), table.spec(), dict(table.properties), target.storage)
+    (written,) = writer.write(pa.Table.from_pylist(list(rows), schema=record_schema(schema.fields)), 1,
+                              f"data/{tag}", tag)
+    if rel is not None:
+        target.storage.move(written.rel, rel)
+        written = replace(written, rel=rel)
+    return target.storage.uri(written.rel), written

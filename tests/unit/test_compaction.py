@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from pyiceberg.exceptions import ServiceUnavailableError
 
@@ -28,21 +25,24 @@ from lakeflow.cli.compact import job_argv, options_of
 from lakeflow.cli.compact import register as register_compact
 from lakeflow.compaction.config import CRASH_POINTS, CompactOptions, load_config
 from lakeflow.compaction.discover import list_parts
-from lakeflow.compaction.engine import EMPTY, MALFORMED
 from lakeflow.compaction.files import FileEntry, Storage
 from lakeflow.compaction.ledger import COMPACTED, QUARANTINED, Ledger, LedgerError, RunRecord, entries_for, load_ledger
 from lakeflow.compaction.lineage import lineage_run, raw_datasets
-from lakeflow.compaction.naming import DataFileStats, data_file_name, final_paths, timestamp
-from lakeflow.compaction.quarantine import move_quarantined, sort_files, unread_reasons
+from lakeflow.compaction.naming import data_file_name, final_paths, is_data_file_of, timestamp
+from lakeflow.compaction.parse import EMPTY, MALFORMED
+from lakeflow.compaction.quarantine import move_quarantined, sort_files
+from lakeflow.compaction.rows import WrittenFile
 from lakeflow.compaction.report import CompactionReport
 from lakeflow.compaction.source import raw_table
 from lakeflow.readings import is_committed_part
+from lakeflow.schema import load_schema
 from lakeflow.settings import SettingsError, load_settings
 from lakeflow.uris import hadoop_uri, iceberg_uri
-from tests.support.fixtures_compaction import json_array, readings
 from tests.standins.http_stub import QuietHandler, send_json, serve, stop, url_of
+from tests.support.fixtures_compaction import written_file
 
 DAY_MS = 1763683200000  # 2025-11-21T00:00:00Z
+SCHEMA = load_schema()  # lakeflow's default: the sensor reading
 
 
 def settings_env(home: Path, **extra: str) -> dict:
@@ -114,14 +114,24 @@ def test_data_file_names_are_informative_and_unique_per_run() -> None:
     name = data_file_name("sensor-readings-compacted", "2025-11-21", DAY_MS + 36_900_123, DAY_MS + 43_199_999, 7, 1, RUN)
     assert name == ("sensor-readings-compacted__2025-11-21__20251121T101500123Z__20251121T115959999Z"
                     f"__00000007-001__{RUN}.parquet")
-    staged = [DataFileStats("s/ts_day=2025-11-22/p1.parquet", "2025-11-22", 10, 100, DAY_MS + 86_400_000, DAY_MS + 86_500_000),
-              DataFileStats("s/ts_day=2025-11-21/p0.parquet", "2025-11-21", 10, 100, DAY_MS + 5, DAY_MS + 9)]
+    staged = [WrittenFile("s/ts_day=2025-11-22/p1.parquet", (20414,), "ts_day=2025-11-22", 10, 100,
+                          DAY_MS + 86_400_000, DAY_MS + 86_500_000, {}),
+              WrittenFile("s/ts_day=2025-11-21/p0.parquet", (20413,), "ts_day=2025-11-21", 10, 100, DAY_MS + 5,
+                          DAY_MS + 9, {})]
     paths = final_paths(staged, "t", 3, RUN)
     assert paths == [f"data/ts_day=2025-11-22/t__2025-11-22__20251122T000000000Z__20251122T000140000Z__00000003-002__{RUN}.parquet",
                      f"data/ts_day=2025-11-21/t__2025-11-21__20251121T000000005Z__20251121T000000009Z__00000003-001__{RUN}.parquet"]
     assert final_paths(list(reversed(staged)), "t", 3, RUN) == list(reversed(paths))
     other = "1b6a3f3e-5c2d-4f7e-9a1b-2c3d4e5f6a7b"
     assert final_paths(staged, "t", 3, other) != paths  # two runs on the same table state never collide
+    assert all(is_data_file_of(p, RUN) for p in paths) and not any(is_data_file_of(p, other) for p in paths)
+    by_place = WrittenFile("s/location=lab%20one/b=3/p.parquet", ("lab one", 3), "location=lab%20one/b=3", 1, 1, 5, 9, {})
+    (path,) = final_paths([by_place], "t", 1, RUN)  # other partitionings: the folders Iceberg names, values in the name
+    assert path == f"data/location=lab%20one/b=3/t__lab_20one-3__19700101T000000005Z__19700101T000000009Z__00000001-001__{RUN}.parquet"
+    assert is_data_file_of(path, RUN)
+    unpartitioned = WrittenFile("s/p.parquet", (), "", 1, 1, 5, 9, {})
+    assert final_paths([unpartitioned], "t", 1, RUN)[0].startswith("data/t__all__")
+    assert not is_data_file_of(f"data/_staging/{RUN}/ts_day=2025-11-21/t__x__{RUN}.parquet", RUN)
 
 
 # --- ledger ---------------------------------------------------------------------------------
@@ -168,16 +178,8 @@ def test_load_ledger_refuses_a_missing_or_foreign_ledger(tmp_path: Path) -> None
 # --- quarantine -----------------------------------------------------------------------------
 
 def test_sort_files_sets_aside_empty_and_malformed(tmp_path: Path) -> None:
-    raw = Storage(tmp_path.as_uri())
-    for rel, body in {"zero.json": b"", "blank.json": b" \n", "garbage.json": b"[{no", "none.json": b"[]"}.items():
-        raw.write(rel, body)
-    unread = [FileEntry(rel, len(raw.read(rel)), None) for rel in ("zero.json", "blank.json", "garbage.json", "none.json")]
-    reasons = unread_reasons(raw, unread)
-    assert reasons == {"zero.json": EMPTY, "blank.json": EMPTY, "garbage.json": MALFORMED}
-    raw.write("skipped.json", b'[{"seq": 1}]')
-    with pytest.raises(RuntimeError, match="refusing to mark it consumed"):
-        unread_reasons(raw, [FileEntry("skipped.json", 12, None)])  # data Spark did not read: stop
-
+    unread = [FileEntry(rel, 1, None) for rel in ("zero.json", "blank.json", "garbage.json", "none.json")]
+    reasons = {"zero.json": EMPTY, "blank.json": EMPTY, "garbage.json": MALFORMED}
     files = [FileEntry("a.json", 100, None), *unread]
     s = sort_files(files, reasons, rows={"a.json": 4},
                    bad_rows={"a.json": 1})
@@ -197,14 +199,9 @@ def test_sort_files_sets_aside_empty_and_malformed(tmp_path: Path) -> None:
 
 # --- the Iceberg commit ---------------------------------------------------------------------
 
-def _parquet(path: Path, rows: list[dict]) -> None:
-    from lakeflow.readings import FIELDS
-    types = {str: pa.string(), int: pa.int64(), float: pa.float64()}
-    schema = pa.schema([*(pa.field(n, types[t]) for n, t in FIELDS), pa.field("ts", pa.timestamp("us", tz="UTC"))])
-    table = pa.Table.from_pylist([{**r, "ts": datetime.fromtimestamp(r["timestamp_ms"] / 1000, tz=timezone.utc)}
-                                  for r in rows], schema=schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
+def _written(target, rows: list[dict], folder: str) -> list[tuple[str, WrittenFile]]:
+    """``rows`` (of the default schema, one day's) written as the engines write a table's data files."""
+    return [written_file(target, rows, tag=folder)]
 
 
 def _reading(seq: int, ms: int) -> dict:
@@ -215,31 +212,33 @@ def _reading(seq: int, ms: int) -> dict:
 def test_commit_adds_files_and_ledger_atomically_and_rejects_a_stale_run(tmp_path: Path) -> None:
     settings = load_settings(settings_env(tmp_path))
     source = (tmp_path / "raw").as_uri()
-    target = open_target(iceberg_catalog(settings), ("iot",), "t", source)
+    target = open_target(iceberg_catalog(settings), ("iot",), "t", source, SCHEMA)
     assert target.table.spec().fields[0].name == "ts_day" and str(target.table.spec().fields[0].transform) == "day"
-    stale = open_target(iceberg_catalog(settings), ("iot",), "t", source)  # a concurrent run's view
-    data = tmp_path / "ice" / "f1.parquet"
-    _parquet(data, [_reading(1, DAY_MS + 1), _reading(2, DAY_MS + 2)])
+    stale = open_target(iceberg_catalog(settings), ("iot",), "t", source, SCHEMA)  # a concurrent run's view
+    data = _written(target, [_reading(1, DAY_MS + 1), _reading(2, DAY_MS + 2)], "f1")
 
     assert target.next_sequence == 1
-    snap = commit(target, [data.as_uri()], f"{source}/_lakeflow/l1.json.gz", source, "run-1", {"lakeflow.raw-files": "2"})
+    snap = commit(target, data, f"{source}/_lakeflow/l1.json.gz", source, "run-1", {"lakeflow.raw-files": "2"},
+                  SCHEMA)
     table = iceberg_catalog(settings).load_table(("iot", "t"))
     assert table.current_snapshot().snapshot_id == snap
     assert table.properties[LEDGER_PROPERTY] == f"{source}/_lakeflow/l1.json.gz"
     assert table.current_snapshot().summary["lakeflow.raw-files"] == "2"
     assert table.scan().to_arrow().num_rows == 2
-    assert target.files_overlapping(DAY_MS, DAY_MS + 1) == [f"file://{data}"]
+    assert target.files_overlapping(DAY_MS, DAY_MS + 1) == [data[0][0]]
     assert target.files_overlapping(DAY_MS + 10, DAY_MS + 20) == []
+    (entry,) = table.scan().plan_files()
+    assert entry.file.partition[0] == 20413 and entry.file.record_count == 2  # day(ts) 2025-11-21, as the writer said
+    assert entry.file.lower_bounds[4] and entry.file.upper_bounds[4]  # bounds of timestamp_ms (id 4): pruning works
 
-    other = tmp_path / "ice" / "f2.parquet"
-    _parquet(other, [_reading(3, DAY_MS + 3)])
+    other = _written(target, [_reading(3, DAY_MS + 3)], "f2")
     with pytest.raises(CommitConflict, match="changed while this run worked"):
-        commit(stale, [other.as_uri()], f"{source}/_lakeflow/l2.json.gz", source, "run-2", {})
+        commit(stale, other, f"{source}/_lakeflow/l2.json.gz", source, "run-2", {}, SCHEMA)
     table = iceberg_catalog(settings).load_table(("iot", "t"))
     assert table.scan().to_arrow().num_rows == 2 and table.properties[LEDGER_PROPERTY].endswith("l1.json.gz")
 
     with pytest.raises(CommitConflict, match="compacted from"):
-        open_target(iceberg_catalog(settings), ("iot",), "t", (tmp_path / "other-raw").as_uri())
+        open_target(iceberg_catalog(settings), ("iot",), "t", (tmp_path / "other-raw").as_uri(), SCHEMA)
 
 
 CONFIG = {"defaults": {"prefix": "0190-wh"}, "overrides": {}, "endpoints": []}
@@ -327,7 +326,7 @@ def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) 
     assert alias == datasets.catalog_alias(declared[datasets.PARAM_CATALOG_URI], declared[datasets.PARAM_WAREHOUSE],
                                            declared[datasets.PARAM_NAMESPACE], declared[datasets.PARAM_TABLE])
 
-    target = open_target(iceberg_catalog(config.settings), ("iot",), config.target_table, raw.location)
+    target = open_target(iceberg_catalog(config.settings), ("iot",), config.target_table, raw.location, config.schema)
     report = CompactionReport(run_id=config.run_id, source=raw.location, target=config.target_name)
     with pytest.raises(RuntimeError, match="boom"):
         with lineage_run(config, raw, target, report):
@@ -436,8 +435,10 @@ def test_compact_arrow_max_mb_unset_means_by_memory_and_set_is_a_number_of_mib(t
         load_config(env=settings_env(tmp_path, COMPACT_ARROW_MAX_MB="0"))
 
 
-def test_spark_batches_are_balanced_by_bytes_and_ids_rank_larger_files_first() -> None:
-    from lakeflow.compaction.spark.read import balanced, file_ids
+def test_spark_shares_are_balanced_by_bytes_and_ids_rank_larger_files_first() -> None:
+    pytest.importorskip("pyspark")
+    from lakeflow.compaction.spark.engine import balanced
+    from lakeflow.compaction.task import file_ids
 
     parts = [FileEntry(f"part-x-0-{n}.json", size, None) for n, size in enumerate([3, 9, 2, 8, 3, 1])]
     batches = balanced(parts, 2)
@@ -446,18 +447,3 @@ def test_spark_batches_are_balanced_by_bytes_and_ids_rank_larger_files_first() -
     assert balanced(parts[:1], 4) == [[parts[0]]]  # no empty batches
     assert file_ids(parts) == {"part-x-0-1.json": 0, "part-x-0-3.json": 1, "part-x-0-0.json": 2,
                                "part-x-0-4.json": 3, "part-x-0-2.json": 4, "part-x-0-5.json": 5}
-
-
-def test_spark_executors_parse_sink_files_and_leave_the_rest_to_spark(tmp_path: Path) -> None:
-    from lakeflow.compaction.spark.parse import FILE_ID, fallback_id, parse_files
-
-    sink = tmp_path / "sink.json"
-    sink.write_text(json_array(readings("run-p", 3, start_ms=1763683200000, seed=5)))
-    other = tmp_path / "other.json"
-    other.write_text(json.dumps(readings("run-p", 2, start_ms=1763683200000, seed=6), indent=2))
-    empty = tmp_path / "empty.json"
-    empty.write_text("[]")
-    rows = pa.Table.from_batches(list(parse_files([(7, str(sink)), (8, str(other)), (9, str(empty))])))
-    assert sorted(zip(rows[FILE_ID].to_pylist(), rows["seq"].to_pylist(), strict=True)) == [
-        (fallback_id(8), None), (7, 0), (7, 1), (7, 2)]  # the indented file: one marker row
-    assert fallback_id(fallback_id(8)) == 8

@@ -26,6 +26,7 @@ from lakeflow.compaction.discover import list_parts
 from lakeflow.compaction.files import Storage
 from lakeflow.compaction.ledger import COMPACTED, Ledger, RunRecord, entries_for
 from lakeflow.compaction.naming import STATE_DIR
+from lakeflow.schema import load_schema
 from lakeflow.settings import load_settings
 from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
 
@@ -174,12 +175,14 @@ def test_a_ledger_of_before_0_3_is_read_and_rewritten_as_segments(tmp_path: Path
     r = compact(monkeypatch, home)                                                  # creates the table
     assert r["files_in"] == 4
     # the table as lakeflow 0.2 left it: one ledger file (version 1) holding every entry
-    target = open_target(iceberg_catalog(load_settings(home.env)), ("iot",), TARGET, Storage(home.raw.as_uri()).location)
+    target = open_target(iceberg_catalog(load_settings(home.env)), ("iot",), TARGET, Storage(home.raw.as_uri()).location,
+                         load_schema())
     listing = list_parts(Storage(home.raw.as_uri()))
     old = Ledger().advance(listing, entries_for(listing.parts, COMPACTED, "r0"), RunRecord("r0", "2025-11-21T00:00:00+00:00", 1, 100))
     legacy = f"{STATE_DIR}/ledger-{uuid.uuid4()}.json.gz"
     target.storage.write(legacy, old.to_bytes())
-    commit(target, [], target.storage.uri(legacy), target.table.properties["lakeflow.compaction.source"], str(uuid.uuid4()), {})
+    commit(target, [], target.storage.uri(legacy), target.table.properties["lakeflow.compaction.source"], str(uuid.uuid4()), {},
+           load_schema())
     assert json.loads(gzip.decompress(target.storage.read(legacy)))["version"] == 1
     write_parts(home.raw, hour(2, "new"), 25, bucket_folders=True)
     r = compact(monkeypatch, home)

@@ -11,8 +11,6 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from lakeflow.compaction.commit import CommitConflict, Target, commit, iceberg_catalog, open_target
@@ -21,7 +19,10 @@ from lakeflow.compaction.lease import LEASE_DIR, CompactionBusy, Lease, LeaseLos
 from lakeflow.compaction.ledger import Ledger
 from lakeflow.compaction.naming import STATE_DIR, final_paths, intent_name
 from lakeflow.compaction.recovery import REJECTED_DIR, Intent, InvalidIntent, recover, save_intent
+from lakeflow.compaction.rows import WrittenFile
+from lakeflow.schema import load_schema
 from lakeflow.settings import load_settings
+from tests.support.fixtures_compaction import written_file
 
 DAY_MS = 1763683200000  # 2025-11-21T00:00:00Z
 
@@ -32,28 +33,20 @@ def _run_id() -> str:
 
 def _target(tmp_path: Path) -> Target:
     settings = load_settings({"LAKEFLOW_HOME": str(tmp_path / "home"), "LAKEFLOW_ENV_FILE": str(tmp_path / "no.env")})
-    return open_target(iceberg_catalog(settings), ("iot",), "t", (tmp_path / "raw").as_uri())
+    return open_target(iceberg_catalog(settings), ("iot",), "t", (tmp_path / "raw").as_uri(), load_schema())
 
 
-def _data_file(target: Target, rel: str, seq: int) -> str:
-    """Write a one-row Parquet file of the table's schema at ``rel``; returns its URI."""
-    from lakeflow.readings import FIELDS
-
-    types = {str: pa.string(), int: pa.int64(), float: pa.float64()}
-    schema = pa.schema([*(pa.field(n, types[t]) for n, t in FIELDS), pa.field("ts", pa.timestamp("us", tz="UTC"))])
-    ms = DAY_MS + seq
-    row = {"sensor_id": "s", "run_id": "r", "seq": seq, "timestamp_ms": ms, "temperature": 1.0, "humidity": 2.0,
-           "pressure": 3.0, "location": "lab", "ts": datetime.fromtimestamp(ms / 1000, tz=timezone.utc)}
-    path = Path(target.storage.uri(rel).removeprefix("file://"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist([row], schema=schema), path)
-    return target.storage.uri(rel)
+def _data_file(target: Target, rel: str, seq: int):
+    """A one-row data file of the table at ``rel``, as the engines write it: (URI, WrittenFile)."""
+    row = {"sensor_id": "s", "run_id": "r", "seq": seq, "timestamp_ms": DAY_MS + seq, "temperature": 1.0,
+           "humidity": 2.0, "pressure": 3.0, "location": "lab"}
+    return written_file(target, [row], rel, tag=f"t{seq}")
 
 
 def _name(run_id: str, n: int = 1) -> str:
-    from lakeflow.compaction.naming import DataFileStats
 
-    return final_paths([DataFileStats("x", "2025-11-21", 1, 1, DAY_MS + n, DAY_MS + n)], "t", n, run_id)[0]
+    day = WrittenFile("x", (20413,), "ts_day=2025-11-21", 1, 1, DAY_MS + n, DAY_MS + n, {})
+    return final_paths([day], "t", n, run_id)[0]
 
 
 @pytest.mark.parametrize("body, why", [
@@ -80,7 +73,7 @@ def test_forged_intents_are_set_aside_and_nothing_is_deleted(tmp_path: Path) -> 
     run = _run_id()
     ours = _name(run)
     commit(target, [_data_file(target, ours, 1)], target.storage.uri(f"{STATE_DIR}/ledger-{run}.json.gz"),
-           raw.location, run, {})
+           raw.location, run, {}, load_schema())
     before = sorted(e.rel for e in target.storage.list())
     target.storage.write(f"{STATE_DIR}/intent-x.json", b'{"run_id":"x","staging":"","records":""}')
     other = _run_id()  # valid, but filed under another run's name
@@ -103,7 +96,7 @@ def test_a_referenced_file_is_never_deleted(tmp_path: Path) -> None:
     save_intent(target.storage, Intent(dead, None, (shared, orphan)))
     _data_file(target, orphan, 2)
     commit(target, [_data_file(target, shared, 1)], target.storage.uri(f"{STATE_DIR}/ledger-x.json.gz"),
-           raw.location, _run_id(), {})
+           raw.location, _run_id(), {}, load_schema())
 
     done = recover(target, raw, Ledger())
     assert done.orphans_removed == 1
@@ -120,7 +113,7 @@ def test_a_run_that_could_still_commit_keeps_its_files_until_the_table_moves(tmp
     _data_file(target, mine, 1)
     assert recover(target, raw, Ledger()).runs_deferred == 1 and target.storage.exists(mine)
 
-    commit(target, [], target.storage.uri(f"{STATE_DIR}/ledger-y.json.gz"), raw.location, _run_id(), {})
+    commit(target, [], target.storage.uri(f"{STATE_DIR}/ledger-y.json.gz"), raw.location, _run_id(), {}, load_schema())
     done = recover(target, raw, Ledger())  # its commit would now fail: its files are orphans
     assert (done.runs_deferred, done.orphans_removed) == (0, 1) and not target.storage.exists(mine)
 
@@ -132,7 +125,7 @@ def test_a_committed_run_only_loses_its_leftovers_never_the_current_ledger(tmp_p
     target.storage.write(ledger, Ledger().to_bytes())
     target.storage.write(f"data/_staging/{run}/ts_day=2025-11-21/part-0.parquet", b"x")
     data = _name(run)
-    commit(target, [_data_file(target, data, 1)], target.storage.uri(ledger), raw.location, run, {})
+    commit(target, [_data_file(target, data, 1)], target.storage.uri(ledger), raw.location, run, {}, load_schema())
     # a (crafted) intent of that run naming the current ledger as the one it replaced
     save_intent(target.storage, Intent(run, None, (data,), previous_ledger=ledger))
     recover(target, raw, Ledger())
@@ -146,9 +139,9 @@ def test_ledger_only_commits_conflict_too(tmp_path: Path) -> None:
     target = _target(tmp_path)
     first, second = target, _target(tmp_path)
     source = (tmp_path / "raw").as_uri()
-    commit(first, [], target.storage.uri(f"{STATE_DIR}/ledger-a.json.gz"), source, "run-a", {})
+    commit(first, [], target.storage.uri(f"{STATE_DIR}/ledger-a.json.gz"), source, "run-a", {}, load_schema())
     with pytest.raises(CommitConflict, match="changed while this run worked"):
-        commit(second, [], target.storage.uri(f"{STATE_DIR}/ledger-b.json.gz"), source, "run-b", {})
+        commit(second, [], target.storage.uri(f"{STATE_DIR}/ledger-b.json.gz"), source, "run-b", {}, load_schema())
     assert _target(tmp_path).ledger_pointer.endswith("ledger-a.json.gz")
 
 

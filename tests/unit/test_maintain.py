@@ -12,7 +12,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
-import pyarrow as pa
 import pytest
 
 from lakeflow.catalog.errors import CommitConflict
@@ -23,12 +22,12 @@ from lakeflow.compaction.commit import (
     SOURCE_PROPERTY,
     Target,
     commit,
+    data_file,
     iceberg_catalog,
     open_target,
     reachable,
 )
 from lakeflow.compaction.config import CompactOptions, MaintainOptions, load_config
-from lakeflow.compaction.files import Storage
 from lakeflow.compaction.maintain import (
     MAINTAIN_PROPERTY,
     live_files,
@@ -36,10 +35,11 @@ from lakeflow.compaction.maintain import (
     pending_runs,
     run_maintain,
 )
-from lakeflow.compaction.naming import STAGING, STATE_DIR, DataFileStats, intent_name
+from lakeflow.compaction.naming import STAGING, STATE_DIR, intent_name
 from lakeflow.compaction.recovery import Intent, save_intent
-from lakeflow.readings import KEY, NAMES, TIME
-from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
+from lakeflow.compaction.rows import WrittenFile
+from lakeflow.schema import load_schema
+from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts, written_file
 
 DAY_MS = 1763683200000                  # 2025-11-21T00:00:00Z
 
@@ -48,6 +48,15 @@ MIDNIGHT = DAY_MS + 86_400_000
 
 
 DAYS = ("2025-11-21", "2025-11-22")
+
+
+PARTS = tuple(f"ts_day={day}" for day in DAYS)  # their partitions' paths
+
+
+SCHEMA = load_schema()  # lakeflow's default, the sensor reading
+
+
+KEY, NAMES, TIME = SCHEMA.key, SCHEMA.names, SCHEMA.event_time
 
 
 TARGET = "sensor-readings-compacted"
@@ -76,7 +85,7 @@ def rows(table) -> list[tuple]:
 
 
 def files_per_day(table) -> dict[str, int]:
-    return {day: len(files) for day, files in live_files(table).items()}
+    return {path.removeprefix("ts_day="): len(files) for path, files in live_files(table).items()}
 
 
 def table_files(target: Target) -> set[str]:
@@ -85,11 +94,11 @@ def table_files(target: Target) -> set[str]:
 
 
 def assert_sorted_files(target: Target) -> None:
-    """Every live data file is sorted by time (then run and sequence)."""
+    """Every live data file is sorted by the declared order: time, then the key."""
     for files in live_files(target.table).values():
         for f in files:
             data = target.storage.read_parquet(target.storage.relative(f.file_path), [TIME, *KEY]).to_pylist()
-            keys = [(r[TIME], r["run_id"], r["seq"]) for r in data]
+            keys = [tuple(r[c] for c in (TIME, *KEY)) for r in data]
             assert keys == sorted(keys), f.file_path
 
 
@@ -97,14 +106,14 @@ def open_local_target(home: LakeflowHome) -> Target:
     """The compacted table, loaded as a compaction run loads it."""
     config = load_config(env=home.env)
     source = home.iceberg_table(TARGET).properties[SOURCE_PROPERTY]
-    return open_target(iceberg_catalog(config.settings), config.namespace, TARGET, source)
+    return open_target(iceberg_catalog(config.settings), config.namespace, TARGET, source, config.schema)
 
 
-def other_commit(target: Target, data_files: list[str]) -> None:
+def other_commit(target: Target, data_files: list[tuple[str, WrittenFile]]) -> None:
     """A compaction run's commit (another writer): ``data_files`` and the same ledger, on fresh metadata."""
     target.table.refresh()
     props = target.table.properties
-    commit(target, data_files, props[LEDGER_PROPERTY], props[SOURCE_PROPERTY], str(uuid.uuid4()), {})
+    commit(target, data_files, props[LEDGER_PROPERTY], props[SOURCE_PROPERTY], str(uuid.uuid4()), {}, SCHEMA)
 
 
 def options(keep_last: int = 1, orphan_min_age_s: float = 3600, small_file_bytes: int = 1 << 20,
@@ -153,8 +162,8 @@ def test_maintain_merges_expires_and_removes_orphans(home: LakeflowHome, monkeyp
     dry = replace(config, maintenance=replace(config.maintenance, dry_run=True))
     planned = asdict(run_maintain(dry))
     assert table_files(target) == everything and storage.exists(intent_name(crashed.run_id))   # nothing changed
-    assert [(r["day"], r["files_before"], r["files_after"]) for r in planned["rewrites"]] == [
-        (DAYS[0], RUNS, 1), (DAYS[1], RUNS, 1)]
+    assert [(r["partition"], r["files_before"], r["files_after"]) for r in planned["rewrites"]] == [
+        (PARTS[0], RUNS, 1), (PARTS[1], RUNS, 1)]
     assert len(planned["snapshots_expired"]) == RUNS - 2
     assert sorted(planned["orphans"]) == sorted([planted["old"], planted["metadata"], planted["staging"]])
     target.table.refresh()
@@ -193,66 +202,56 @@ def test_maintain_merges_expires_and_removes_orphans(home: LakeflowHome, monkeyp
 
 def test_only_the_small_files_of_partitions_with_two_of_them_are_rewritten(home: LakeflowHome) -> None:
     target = open_local_target(home)
-    big = _readings_file(target, f"data/ts_day={DAYS[0]}/big.parquet",
-                         readings("bulk", 3000, start_ms=DAY_MS, step_ms=10, seed=5))
-    other_commit(target, [big])
+    big_file = _readings_file(target, "big", readings("bulk", 3000, start_ms=DAY_MS, step_ms=10, seed=5))
+    other_commit(target, [big_file])
+    big = big_file[0]
     before = rows(target.table)
-    files = live_files(target.table)
+    files = {path.removeprefix("ts_day="): found for path, found in live_files(target.table).items()}
     small = {day: [f for f in files[day] if f.file_path != big] for day in DAYS}
     sizes = sorted(f.file_size_in_bytes for day in DAYS for f in small[day])
     threshold = sizes[-1] + 1
     assert next(f.file_size_in_bytes for f in files[DAYS[0]] if f.file_path == big) > 3 * threshold
     # nothing is small: nothing is rewritten
-    assert maintain(target, options(small_file_bytes=sizes[0], keep_last=10)).rewrites == []
+    assert maintain(target, options(small_file_bytes=sizes[0], keep_last=10), SCHEMA).rewrites == []
     # the small files merged into files of half their size (two per day); the large one left alone
     target_bytes = sum(f.file_size_in_bytes for f in small[DAYS[0]]) // 2 + 1
-    report = maintain(target, options(small_file_bytes=threshold, target_file_bytes=target_bytes, keep_last=10))
+    report = maintain(target, options(small_file_bytes=threshold, target_file_bytes=target_bytes, keep_last=10),
+                      SCHEMA)
     expected_day1 = -(-sum(f.file_size_in_bytes for f in small[DAYS[1]]) // target_bytes)
-    assert [(r.day, r.merged, r.files_after) for r in report.rewrites] == [(DAYS[0], RUNS, 3),
-                                                                          (DAYS[1], RUNS, expected_day1)]
+    assert [(r.partition, r.merged, r.files_after) for r in report.rewrites] == [(PARTS[0], RUNS, 3),
+                                                                                (PARTS[1], RUNS, expected_day1)]
     now = live_files(target.table)
-    assert big in {f.file_path for f in now[DAYS[0]]}
+    assert big in {f.file_path for f in now[PARTS[0]]}
     assert rows(target.table) == before
     assert_sorted_files(target)
-    merged = sorted((f for f in now[DAYS[0]] if f.file_path != big), key=lambda f: f.file_path)
+    merged = sorted((f for f in now[PARTS[0]] if f.file_path != big), key=lambda f: f.file_path)
     times = [target.storage.read_parquet(target.storage.relative(f.file_path), [TIME]).column(TIME).to_pylist()
              for f in merged]
     assert len(times) == 2 and max(times[0]) <= min(times[1])           # consecutive time ranges, in name order
     # one new small file in a partition: not enough to rewrite
-    late = _readings_file(target, f"data/ts_day={DAYS[0]}/late.parquet",
-                          readings("late", 5, start_ms=DAY_MS + 7_200_000, seed=6))
+    late = _readings_file(target, "late", readings("late", 5, start_ms=DAY_MS + 7_200_000, seed=6))
     other_commit(target, [late])
     assert maintain(target, options(small_file_bytes=threshold, target_file_bytes=target_bytes,
-                                    keep_last=10)).rewrites == []
+                                    keep_last=10), SCHEMA).rewrites == []
 
 
-def _readings_file(target: Target, rel: str, data: list[dict]) -> str:
-    """``data`` as a Parquet file of the table's layout at ``rel``; returns its URI."""
-    from datetime import datetime, timezone
-
-    types = {"sensor_id": pa.string(), "run_id": pa.string(), "location": pa.string(), "seq": pa.int64(),
-             "timestamp_ms": pa.int64()}
-    schema = pa.schema([*(pa.field(n, types.get(n, pa.float64())) for n in NAMES),
-                        pa.field("ts", pa.timestamp("us", tz="UTC"))])
-    table = pa.Table.from_pylist([{**r, "ts": datetime.fromtimestamp(r[TIME] / 1000, tz=timezone.utc)} for r in data],
-                                 schema=schema)
-    target.storage.write_parquet(rel, table)
-    return target.storage.uri(rel)
+def _readings_file(target: Target, tag: str, data: list[dict]) -> tuple[str, WrittenFile]:
+    """``data`` (of one partition) written as the compaction writes data files, under data/<tag>/."""
+    return written_file(target, data, tag=tag)
 
 
 def _before_commit(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None], times: int = 1) -> None:
     """Run ``action`` (another writer's commit) right after the rewrite has staged its files, ``times`` times."""
-    real = maintain_module.staged_files
+    real = maintain_module.final_paths
     left = [times]
 
-    def staged(storage: Storage, staging: str) -> list[DataFileStats]:
-        out = real(storage, staging)
+    def named(*args, **kwargs) -> list[str]:
         if left[0]:
             left[0] -= 1
             action()
-        return out
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(maintain_module, "staged_files", staged)
+    monkeypatch.setattr(maintain_module, "final_paths", named)
 
 
 def _leftovers(target: Target) -> list[str]:
@@ -269,13 +268,13 @@ def test_a_concurrent_compaction_commit_is_retried_on_fresh_metadata(home: Lakef
     target, other = open_local_target(home), open_local_target(home)
     before = rows(target.table)
     extra = readings("late", 7, start_ms=DAY_MS + 3_600_000, seed=9)
-    uri = _readings_file(other, f"data/ts_day={DAYS[0]}/late.parquet", extra)
+    late = _readings_file(other, "late", extra)
 
-    _before_commit(monkeypatch, lambda: other_commit(other, [uri]))
-    report = maintain(target, options(keep_last=10))
+    _before_commit(monkeypatch, lambda: other_commit(other, [late]))
+    report = maintain(target, options(keep_last=10), SCHEMA)
     first = report.rewrites[0]
-    assert first.day == DAYS[0] and first.attempts == 2 and first.merged == RUNS
-    assert {f.file_path for f in live_files(target.table)[DAYS[0]]} >= {uri}     # the other's file kept, not merged
+    assert first.partition == PARTS[0] and first.attempts == 2 and first.merged == RUNS
+    assert {f.file_path for f in live_files(target.table)[PARTS[0]]} >= {late[0]}  # the other's file kept, not merged
     assert len(rows(target.table)) == len(before) + len(extra)
     keys = [(r[1], r[2]) for r in rows(target.table)]
     assert len(keys) == len(set(keys))
@@ -286,22 +285,20 @@ def test_a_rewrite_whose_files_changed_leaves_the_table_as_it_was(home: Lakeflow
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Another rewrite replaced one of the files first: pyiceberg refuses ours; its files are deleted."""
     target, other = open_local_target(home), open_local_target(home)
-    victim = min(live_files(target.table)[DAYS[0]], key=lambda f: f.file_path)
+    victim = min(live_files(target.table)[PARTS[0]], key=lambda f: f.file_path)
 
     def other_rewrite() -> None:
-        from pyiceberg.io.pyarrow import parquet_file_to_data_file
-
         other.table.refresh()
         data = other.storage.read_parquet(other.storage.relative(victim.file_path), [*NAMES]).to_pylist()
-        copy = _readings_file(other, f"data/ts_day={DAYS[0]}/copy.parquet", data)
+        uri, copy = _readings_file(other, "copy", data)
         with other.table.transaction() as tx, tx.update_snapshot().overwrite() as rewrite:
             rewrite.delete_data_file(victim)
-            rewrite.append_data_file(parquet_file_to_data_file(other.table.io, other.table.metadata, copy))
+            rewrite.append_data_file(data_file(uri, copy, other.table.metadata.default_spec_id))
 
     _before_commit(monkeypatch, other_rewrite)
     before_other = rows(target.table)
-    report = maintain(target, options(keep_last=10))
-    assert report.skipped == [DAYS[0]] and [r.day for r in report.rewrites] == [DAYS[1]]
+    report = maintain(target, options(keep_last=10), SCHEMA)
+    assert report.skipped == [PARTS[0]] and [r.partition for r in report.rewrites] == [PARTS[1]]
     assert rows(target.table) == before_other and files_per_day(target.table) == {DAYS[0]: RUNS, DAYS[1]: 1}
     assert _leftovers(target) == []
 
@@ -313,7 +310,7 @@ def test_conflicts_past_the_attempts_fail_cleanly(home: LakeflowHome, monkeypatc
     monkeypatch.setattr(maintain_module, "MAX_ATTEMPTS", 1)
     _before_commit(monkeypatch, lambda: other_commit(other, []))   # a run that only advanced the ledger
     with pytest.raises(CommitConflict, match="changed while this run worked"):
-        maintain(target, options(keep_last=10))
+        maintain(target, options(keep_last=10), SCHEMA)
     target.table.refresh()
     assert len(target.table.metadata.snapshots) == snapshots + 1           # only the other's commit
     assert files_per_day(target.table) == {DAYS[0]: RUNS, DAYS[1]: RUNS}

@@ -122,7 +122,7 @@ def _compaction(tmp_path: Path):
     env = {"LAKEFLOW_HOME": str(tmp_path / "home"), "LAKEFLOW_ENV_FILE": str(tmp_path / "none.env")}
     config = load_config(env=env)
     raw = raw_table(LocalCatalog(config.settings.home).register(("iot",), "sensor-readings"))
-    target = open_target(iceberg_catalog(config.settings), ("iot",), config.target_table, raw.location)
+    target = open_target(iceberg_catalog(config.settings), ("iot",), config.target_table, raw.location, config.schema)
     return config, raw, target, CompactionReport(run_id=config.run_id, source=raw.location, target=config.target_name)
 
 

@@ -19,8 +19,9 @@ from typing import Callable
 import pytest
 
 from lakeflow.cli.main import main
-from lakeflow.compaction.schema import iceberg_schema, partition_spec
-from lakeflow.query import day_bounds, time_filter
+from lakeflow.query import day_bounds, default_sql, time_filter
+from lakeflow.schema import load_schema
+from lakeflow.schema.declared import parse_schema, default_schema_text
 from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
 
 DAY_MS = 1763683200000                 # 2025-11-21T00:00:00Z
@@ -90,7 +91,7 @@ def test_counts_per_sensor_and_day_match_the_readings(home: LakeflowHome, query:
 def test_a_day_reads_only_its_partition(home: LakeflowHome, query: Callable[..., Done]) -> None:
     table = home.iceberg_table(TARGET)
     all_files = list(table.scan().plan_files())
-    day_files = list(table.scan(row_filter=time_filter(*day_bounds(date(2025, 11, 22)))).plan_files())
+    day_files = list(table.scan(row_filter=time_filter("ts", *day_bounds(date(2025, 11, 22)))).plan_files())
     assert len(all_files) >= 3 and 0 < len(day_files) < len(all_files)
     assert {t.file.partition[0] for t in day_files} == {(date(2025, 11, 22) - date(1970, 1, 1)).days}
 
@@ -151,7 +152,27 @@ def test_an_empty_table_gives_empty_results(tmp_path: Path, query: Callable[...,
     catalog = SqlCatalog("lakeflow", uri=f"sqlite:///{empty.home / 'iceberg.db'}",
                          warehouse=(empty.home / "iceberg").as_uri())
     catalog.create_namespace(("iot",))
-    catalog.create_table(("iot", TARGET), schema=iceberg_schema(), partition_spec=partition_spec())
+    schema = load_schema().iceberg_schema()
+    catalog.create_table(("iot", TARGET), schema=schema, partition_spec=load_schema().partition_spec(schema))
     done = query(empty, "--format", "json", "SELECT count(*) AS n FROM readings")
     assert done.returncode == 0 and json.loads(done.stdout) == [{"n": 0}]
     assert "has no rows yet" in done.stderr
+
+
+def test_the_default_query_counts_records_per_value_of_the_keys_first_field(home: LakeflowHome,
+                                                                           query: Callable[..., Done]) -> None:
+    done = query(home, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    expected = Counter(r["sensor_id"] for r in ROWS)
+    assert [(r["sensor_id"], r["records"]) for r in json.loads(done.stdout)] == sorted(expected.items())
+
+
+def test_the_default_query_fits_any_declared_schema() -> None:
+    doc = json.loads(default_schema_text())
+    doc["x-lakeflow"]["key"] = ["location", "seq"]
+    assert default_sql(parse_schema(json.dumps(doc))) == (
+        'SELECT "location", count(*) AS records, min("ts") AS first, max("ts") AS last FROM readings '
+        'GROUP BY "location" ORDER BY "location"')
+    doc["x-lakeflow"] = {"event-time": "timestamp_ms", "event-time-column": "taken"}
+    assert default_sql(parse_schema(json.dumps(doc))) == (
+        'SELECT count(*) AS records, min("taken") AS first, max("taken") AS last FROM readings')

@@ -54,32 +54,33 @@ def build(timeout_s: float = 300.0) -> Path:
 
 
 def warm_up() -> None:
-    """A small compaction through the Spark engine (sink-layout JSON → Parquet), then wait for the
-    JVM to exit: it writes the archive on its way out."""
+    """A small compaction through the Spark engine (example records of the default schema, a bad file
+    too), then wait for the JVM to exit: it writes the archive on its way out."""
+    import json
+
     from pyspark import SparkContext
 
+    from lakeflow.compaction.engine import WritePlan
     from lakeflow.compaction.files import FileEntry, Storage
     from lakeflow.compaction.spark.engine import SparkEngine
+    from lakeflow.schema import load_schema
+    from lakeflow.schema.examples import example
 
+    schema = load_schema()
+    table = schema.iceberg_schema()
     with tempfile.TemporaryDirectory() as tmp:
         raw, target = Path(tmp, "raw"), Path(tmp, "target")
         raw.mkdir()
-        record = (
-            '{"sensor_id":"s-%d","run_id":"cds","seq":%d,"timestamp_ms":%d,"temperature":20.5,'
-            '"humidity":40.0,"pressure":1000.0,"location":"lab"}'
-        )
         files = []
         for n in range(2):
-            rows = [record % (i, i, 1763683200000 + i) for i in range(n * 3, n * 3 + 3)]
             path = raw / f"part-cds-0-{n}.json"
-            path.write_text("[" + ",\n".join(rows) + "]\n")
+            path.write_text("[" + ",\n".join(json.dumps(example(schema, i)) for i in range(n * 3, n * 3 + 3)) + "]\n")
             files.append(FileEntry(path.name, path.stat().st_size, None))
-        (raw / "part-cds-0-2.json").write_text('[{"sensor_id": 1}, 2')  # the bad-record paths too
+        (raw / "part-cds-0-2.json").write_text('[{"x": 1}, 2')  # the bad-file path too
         files.append(FileEntry("part-cds-0-2.json", 20, None))
-        engine = SparkEngine(Storage(raw.as_uri()), Storage(target.as_uri()), None, None, "lakeflow-cds")
-        engine.read(files)
-        engine.write_bad_records([], "bad")
-        engine.write([], 1, "staging")
+        plan = WritePlan(schema, table, schema.partition_spec(table), {}, "staging", "bad", 1 << 20, 100.0)
+        engine = SparkEngine(Storage(raw.as_uri()), Storage(target.as_uri()), "lakeflow-cds")
+        engine.compact(files, plan, lambda lo, hi: [])
         gateway = SparkContext._gateway
         proc = gateway.proc if gateway is not None else None
         engine.close()

@@ -1,0 +1,249 @@
+"""Good rows → the table's data files: de-duplicated on the key, laid out by partition and sort order,
+conformed to the table's schema (field ids included) and written as zstd Parquet, each file's Iceberg
+metadata (partition, counts, bounds) computed from the footer the writer returns.
+
+Both engines write with :class:`Writer` (the Spark engine in its executors), so a data file is the
+same whichever wrote it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+    schema_to_pyarrow,
+)
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
+from pyiceberg.typedef import Record
+
+from lakeflow.compaction.files import Storage
+from lakeflow.compaction.parse import FILE
+from lakeflow.schema.arrow import TIMESTAMPTZ, conform
+from lakeflow.schema.model import TableSchema
+
+ROW = "_row"  # a row's place in the batch: file index (high 32 bits), then position
+WRITTEN = "_written"  # the data file a row went into: its place in the written list
+_US = {"hour": 3_600_000_000, "day": 86_400_000_000}
+_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A data file written into the staging folder, and what Iceberg records of it."""
+
+    rel: str  # target-relative
+    partition: tuple[Any, ...]  # the partition's values, as Iceberg stores them
+    partition_path: str  # ts_day=2026-11-28 ("" for an unpartitioned table)
+    records: int
+    size: int
+    min_ms: int  # the event-time range of its rows (epoch ms)
+    max_ms: int
+    stats: dict[str, Any]  # pyiceberg DataFileStatistics, serialised (counts, sizes, bounds)
+
+    @property
+    def label(self) -> str:
+        """The partition in a file name: its values joined (``2026-11-28``), or ``all``."""
+        if not self.partition_path:
+            return "all"
+        return "-".join(_LABEL.sub("_", p.split("=", 1)[1]) for p in self.partition_path.split("/"))
+
+
+class Writer:
+    """Writes one table's data files: ``table_schema`` is the table's (after this run's evolution),
+    ``spec`` its partition spec, ``properties`` its table properties (which columns get statistics)."""
+
+    def __init__(
+        self,
+        schema: TableSchema,
+        table_schema: Schema,
+        spec: PartitionSpec,
+        properties: dict[str, str],
+        target: Storage,
+    ) -> None:
+        self.schema, self.table_schema, self.spec, self.target = schema, table_schema, spec, target
+        self.arrow = schema_to_pyarrow(table_schema, include_field_ids=True)
+        self.stats_plan = compute_statistics_plan(table_schema, properties)
+        self.id_mapping = parquet_path_to_id_mapping(table_schema)
+
+    # --- de-duplication ----------------------------------------------------------------------------
+
+    def first_per_key(self, rows: pa.Table) -> pa.Table:
+        """``rows`` keeping the first of each key (by :data:`FILE`, then position); all without a key."""
+        if not self.schema.key or rows.num_rows < 2:
+            return rows
+        order = pa.array(
+            (rows.column(FILE).to_numpy().astype(np.int64) << 32) + np.arange(rows.num_rows, dtype=np.int64)
+        )
+        keyed = rows.select(list(self.schema.key)).append_column(ROW, order)
+        firsts = keyed.group_by(list(self.schema.key), use_threads=False).aggregate([(ROW, "min")])
+        if firsts.num_rows == rows.num_rows:
+            return rows
+        kept = np.sort(firsts.column(f"{ROW}_min").to_numpy() & 0xFFFFFFFF)
+        return rows.take(pa.array(kept))
+
+    def without_keys(self, rows: pa.Table, keys: pa.Table) -> pa.Table:
+        """``rows`` whose key is not among ``keys`` (null key parts match null)."""
+        if not self.schema.key or keys.num_rows == 0 or rows.num_rows == 0:
+            return rows
+        mine = rows.select(list(self.schema.key))
+        left = _joinable(mine).append_column(ROW, pa.array(np.arange(rows.num_rows)))
+        theirs = keys.select(list(self.schema.key)).cast(mine.schema)  # (large_string in the table's files)
+        right = _joinable(theirs).group_by(left.column_names[:-1]).aggregate([])
+        kept = left.join(right, left.column_names[:-1], join_type="left anti").column(ROW).to_numpy()
+        return rows.take(pa.array(np.sort(kept)))
+
+    # --- layout and writing ------------------------------------------------------------------------
+
+    def with_time_column(self, rows: pa.Table) -> pa.Table:
+        """``rows`` with the derived timestamp column of an epoch-millisecond event time."""
+        s = self.schema
+        if not s.derived_time or s.event_time_column in rows.column_names:
+            return rows
+        ts = pc.cast(pc.cast(rows.column(s.event_time), pa.timestamp("ms", tz="UTC")), TIMESTAMPTZ)
+        return rows.append_column(s.event_time_column, ts)
+
+    def partition_values(self, rows: pa.Table) -> list[pa.Array]:
+        """Each of the table's partition fields' value per row (as Iceberg stores it: days since the epoch…)."""
+        out = []
+        for p in self.spec.fields:
+            name = self.table_schema.find_column_name(p.source_id)
+            assert name is not None, p
+            column = rows.column(name).combine_chunks()
+            t = p.transform
+            if isinstance(t, (HourTransform, DayTransform)):
+                us = pc.cast(pc.cast(column, pa.int64()), pa.float64())
+                step = _US["hour" if isinstance(t, HourTransform) else "day"]
+                out.append(pc.cast(pc.floor(pc.divide(us, step)), pa.int32()))
+            elif isinstance(t, (MonthTransform, YearTransform)):
+                years = pc.subtract(pc.year(column), 1970)
+                months = pc.add(pc.multiply(years, 12), pc.subtract(pc.month(column), 1))
+                out.append(pc.cast(years if isinstance(t, YearTransform) else months, pa.int32()))
+            elif isinstance(t, IdentityTransform):
+                out.append(column)
+            else:  # bucket (and any other): per distinct value, in Python
+                apply = t.transform(self.table_schema.find_field(p.source_id).field_type)
+                unique = pc.unique(column)
+                values = pa.array([None if v is None else apply(v) for v in unique.to_pylist()])
+                out.append(pc.take(values, pc.index_in(column, unique)))
+        return out
+
+    def write(
+        self, rows: pa.Table, files: int, folder: str, prefix: str, keys: list[pa.Table] | None = None
+    ) -> list[WrittenFile]:
+        """Write ``rows`` (the declared fields and :data:`FILE`, key-unique) as about ``files`` data files
+        under the target-relative ``folder``, each within one partition, sorted; names start with
+        ``prefix``. With ``keys``, each file's keys and :data:`FILE` are appended to it (``WRITTEN``:
+        the file's place in the result)."""
+        if rows.num_rows == 0:
+            return []
+        rows = self.with_time_column(rows)
+        parts = self.partition_values(rows)
+        names = [f"_p{i}" for i in range(len(parts))]
+        keyed = rows.select([n for n in self.schema.sort_by])
+        for name, values in zip(names, parts, strict=True):
+            keyed = keyed.append_column(name, values)
+        order = pc.sort_indices(keyed, sort_keys=[(n, "ascending") for n in (*names, *self.schema.sort_by)])
+        rows = rows.take(order)
+        parts = [p.take(order) for p in parts]
+        cuts = _partition_cuts(parts, rows.num_rows)
+        step = max(1, math.ceil(rows.num_rows / max(1, files)))
+        ms = self._event_ms(rows)
+        out: list[WrittenFile] = []
+        for lo, hi in zip(cuts, cuts[1:], strict=False):
+            values = tuple(p[lo].as_py() for p in parts)
+            path = self.spec.partition_to_path(Record(*values), self.table_schema) if parts else ""
+            for start in range(lo, hi, step):
+                end = min(hi, start + step)
+                rel = f"{folder}/{path + '/' if path else ''}{prefix}-{len(out):05d}.parquet"
+                piece = rows.slice(start, end - start)
+                if keys is not None:
+                    keys.append(
+                        piece.select([*self.schema.key, FILE]).append_column(
+                            WRITTEN, pa.array(np.full(piece.num_rows, len(out), dtype=np.int32))
+                        )
+                    )
+                footer, size = self.target.write_parquet(rel, conform(piece, self.arrow))
+                stats = data_file_statistics_from_parquet_metadata(footer, self.stats_plan, self.id_mapping)
+                window = ms[start:end]
+                out.append(
+                    WrittenFile(
+                        rel=rel,
+                        partition=values,
+                        partition_path=path,
+                        records=end - start,
+                        size=size,
+                        min_ms=int(window.min()),
+                        max_ms=int(window.max()),
+                        stats=stats.to_serialized_dict(),
+                    )
+                )
+        return out
+
+    def rewrite(self, old: WrittenFile, drop: pa.Table, rel: str) -> WrittenFile | None:
+        """``old`` written again as ``rel`` without the rows whose key is in ``drop``; None if none is left."""
+        rows = self.without_keys(self.target.read_parquet(old.rel, None), drop)
+        if rows.num_rows == 0:
+            return None
+        footer, size = self.target.write_parquet(rel, conform(rows, self.arrow))
+        ms = self._event_ms(rows)
+        return WrittenFile(
+            rel=rel,
+            partition=old.partition,
+            partition_path=old.partition_path,
+            records=rows.num_rows,
+            size=size,
+            min_ms=int(ms.min()),
+            max_ms=int(ms.max()),
+            stats=data_file_statistics_from_parquet_metadata(
+                footer, self.stats_plan, self.id_mapping
+            ).to_serialized_dict(),
+        )
+
+    def _event_ms(self, rows: pa.Table) -> np.ndarray:
+        column = rows.column(self.schema.event_time)
+        if self.schema.derived_time:
+            return column.to_numpy()
+        return pc.cast(column, pa.int64()).to_numpy() // 1000
+
+
+def _partition_cuts(parts: Sequence[pa.Array], n: int) -> list[int]:
+    """Where the (sorted) partition values change: [0, …, n]."""
+    change = np.zeros(max(0, n - 1), dtype=bool)
+    for p in parts:
+        a = p.combine_chunks() if isinstance(p, pa.ChunkedArray) else p
+        same = pc.fill_null(pc.equal(a.slice(1), a.slice(0, n - 1)), False).to_numpy(zero_copy_only=False)
+        both_null = pc.and_(pc.is_null(a.slice(1)), pc.is_null(a.slice(0, n - 1))).to_numpy(zero_copy_only=False)
+        change |= ~(same | both_null)
+    return [0, *(np.flatnonzero(change) + 1).tolist(), n]
+
+
+def _joinable(keys: pa.Table) -> pa.Table:
+    """Key columns a hash join matches null to null in: each column with nulls filled by a zero of its
+    type, beside whether it was null."""
+    columns, names = [], []
+    for name in keys.column_names:
+        column = keys.column(name)
+        columns += [pc.fill_null(column, _zero(column.type)), pc.is_null(column)]
+        names += [name, f"{name}_is_null"]
+    return pa.Table.from_arrays(columns, names=names)
+
+
+def _zero(t: pa.DataType) -> pa.Scalar:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return pa.scalar("", t)
+    if pa.types.is_boolean(t):
+        return pa.scalar(False)
+    source = pa.int32() if pa.types.is_date32(t) else pa.int64()
+    return pc.cast(pa.array([0], source), t)[0]

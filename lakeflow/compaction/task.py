@@ -1,0 +1,98 @@
+"""One compaction task: some part files → staged data files, bad records set aside, and what each file
+held. The arrow engine runs one task over the whole batch in the driver; the Spark engine one per
+balanced share of the batch in its executors (:mod:`lakeflow.compaction.spark.tasks`).
+
+Imports no pyspark: it runs in Spark's Python workers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from lakeflow.compaction.engine import RECORDS_FILE, WritePlan
+from lakeflow.compaction.files import FileEntry, Storage
+from lakeflow.compaction.parse import FILE, FileSummary, Parsed, Parser
+from lakeflow.compaction.rows import Writer, WrittenFile
+
+
+@dataclass
+class TaskResult:
+    """What a task did: each file's summary (by file id), its data files, bad records, duplicates it
+    dropped, undeclared fields seen; with ``keys``: each written row's key, file id and data file."""
+
+    files: dict[int, FileSummary] = field(default_factory=dict)
+    written: list[WrittenFile] = field(default_factory=list)
+    bad_records: int = 0
+    duplicates_dropped: int = 0
+    undeclared: Counter[str] = field(default_factory=Counter)
+    keys: pa.Table | None = None
+
+
+def file_ids(parts: Sequence[FileEntry]) -> dict[str, int]:
+    """Each file's id: its rank by size, largest first (ties: in ``parts`` order). A key read twice keeps
+    the record of the lowest id — the larger file's."""
+    order = sorted(range(len(parts)), key=lambda i: (-parts[i].size, i))
+    return {parts[i].rel: n for n, i in enumerate(order)}
+
+
+def parse_files(files: Sequence[tuple[int, str]], raw: Storage, parser: Parser) -> Parsed:
+    """Read and parse ``files`` (file id, raw-relative path); rows' :data:`FILE` is the file id."""
+    blobs = raw.read_many([rel for _, rel in files])
+    parsed = parser.parse(blobs)
+    ids = [file_id for file_id, _ in files]
+    if parsed.rows.num_rows:
+        by_index = pa.array(ids, pa.int32()).take(parsed.rows.column(FILE))
+        parsed.rows = parsed.rows.set_column(parsed.rows.column_names.index(FILE), FILE, by_index)
+    parsed.files = {ids[i]: s for i, s in parsed.files.items()}
+    parsed.bad = [type(b)(ids[b.file], b.reason, b.text) for b in parsed.bad]
+    return parsed
+
+
+def write_bad_records(parsed: Parsed, names: dict[int, str], raw: Storage, plan: WritePlan, task: int) -> int:
+    """The bad records as JSON lines ``{"file", "reason", "record"}`` (``record``: the text as sent) in the
+    run's records folder; how many."""
+    if not parsed.bad:
+        return 0
+    lines = [
+        json.dumps({"file": raw.uri(names[b.file]), "reason": b.reason, "record": b.text}, ensure_ascii=False)
+        for b in parsed.bad
+    ]
+    raw.write(f"{plan.records}/{RECORDS_FILE.format(task=task)}", ("\n".join(lines) + "\n").encode())
+    return len(lines)
+
+
+def run_task(
+    number: int,
+    attempt: int,
+    files: Sequence[tuple[int, str]],
+    raw: Storage,
+    target: Storage,
+    plan: WritePlan,
+    *,
+    keys: bool = False,
+) -> TaskResult:
+    """Task ``number`` (attempt ``attempt``) of a batch: ``files`` parsed, bad records written,
+    de-duplicated within the task, written into the staging folder (names carry the task and attempt,
+    so a retried or speculative attempt never overwrites another's files)."""
+    parser = Parser(plan.schema)
+    parsed = parse_files(files, raw, parser)
+    writer = Writer(plan.schema, plan.table_schema, plan.spec, dict(plan.properties), target)
+    bad = write_bad_records(parsed, dict(files), raw, plan, number)
+    rows = writer.first_per_key(parsed.rows)
+    collected: list[pa.Table] | None = [] if keys else None
+    written = writer.write(
+        rows, plan.file_count(rows.num_rows), plan.staging, f"part-t{number:05d}-a{attempt}", collected
+    )
+    return TaskResult(
+        files=parsed.files,
+        written=written,
+        bad_records=bad,
+        duplicates_dropped=parsed.rows.num_rows - rows.num_rows,
+        undeclared=parsed.undeclared,
+        keys=pa.concat_tables(collected) if collected else None,
+    )
