@@ -7,6 +7,8 @@ Unit tests: they start no process. The real-process tests: tests/integration/tes
 from __future__ import annotations
 
 import json
+import os
+import stat
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -263,3 +265,15 @@ def test_operators_named_only_are_dropped_as_far_as_the_listener_names_their_dat
     assert (job["inputs"], job["outputs"]) == ([str(topic)], [audit])
     assert [r.split("'")[1] for r in job["unresolved"]] == ["KafkaSink-payments", "Sink: KafkaSink-audit"]
     assert "a lakeflow_flink_table facet left out" in caplog.text
+
+
+def test_event_files_are_readable_by_the_group_whatever_the_umask(tmp_path):
+    """As the listener writes them (lakeflow.lineage.file-mode, default 0640): a harvest of the
+    folder's group, running as another user, reads the compaction's events too."""
+    old = os.umask(0o077)
+    try:
+        path = ol.write_event(tmp_path, ol.run_event("START", run_id=str(uuid.uuid4()), job_namespace="lakeflow",
+                                                     job_name="compact"))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
