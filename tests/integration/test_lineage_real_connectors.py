@@ -334,10 +334,29 @@ def stack(kafka_broker: KafkaBroker, postgres_server: PostgresServer, lineage_st
                                                                     timeout=10).json()["plan"]["nodes"]]
                  for j in _jobs(cluster.rest_url).values()}
         (work / "plans.json").write_text(json.dumps(dict(sorted(plans.items())), indent=1) + "\n")
-        print(f"plans: {work / 'plans.json'} (tests/fixtures/harvest/real-connectors-plans.json is a copy)")
+        (work / "listener.json").write_text(_recorded(store, {kafka_broker.bootstrap: "k:9092",
+                                                              postgres_server.host: "db:5432", str(files): "/files"}))
+        print(f"plans: {work / 'plans.json'}, listener: {work / 'listener.json'} (their copies: "
+              "tests/fixtures/harvest/real-connectors-{plans,listener}.json)")
         yield Stack(cluster, gateway, kafka_broker, postgres_server, store, files, job_ids)
     finally:
         cluster.stop()
+
+
+def _recorded(store: Path, replace: dict[str, str]) -> str:
+    """The datasets of every job's START event (facets without their producer and schema URL), the
+    test's addresses and folders replaced by fixed ones: a fixture the fast tests replay."""
+    jobs = {}
+    for path in sorted(store.glob("*-START.json")):
+        event = json.loads(path.read_text())
+        for d in event["inputs"] + event["outputs"]:
+            for facet in d["facets"].values():
+                facet.pop("_producer", None), facet.pop("_schemaURL", None)
+        jobs[event["job"]["name"]] = {"inputs": event["inputs"], "outputs": event["outputs"]}
+    text = json.dumps(dict(sorted(jobs.items())), indent=1) + "\n"
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    return text
 
 
 def _timed(timings: dict[str, float], what: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -16,9 +16,14 @@ from pathlib import Path
 from lakeflow.cli.main import main
 from lakeflow.lineage import native
 from lakeflow.lineage import openlineage as ol
+from lakeflow.lineage.config import from_mapping
 from lakeflow.lineage.datasets import DatasetId, catalog_alias, from_location
+from lakeflow.lineage.flink_rest import PlanNode
+from lakeflow.lineage.plan import job_references
+from lakeflow.lineage.resolve import Resolver
 from lakeflow.lineage.store import JOB_NAMESPACE, read_events, write
 from lakeflow.lineage.stored_runs import read_runs
+from tests.unit.test_harvest_gateway import _catalog_answers, gateway  # noqa: F401 (a fixture)
 from tests.unit.test_openlineage import assert_valid
 
 SENSORS = DatasetId("lakeflow", "synthetic-sensors")
@@ -277,3 +282,55 @@ def test_event_files_are_readable_by_the_group_whatever_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+def test_the_real_connector_jobs_resolve_exactly_with_the_listener(gateway):
+    """The plans and the listener's START datasets of the jobs of tests/integration/test_lineage_real_connectors.py
+    (recorded there, addresses replaced by k:9092, db:5432 and /files), merged against answers shaped
+    like its gateway's: every edge of a SQL table, the DataStream Kafka edges, and reasons only for
+    what nothing names (a topic-pattern, a FileSink, operators merely named like Kafka)."""
+    fixtures = Path(__file__).parents[1] / "fixtures" / "harvest"
+    plans = json.loads((fixtures / "real-connectors-plans.json").read_text())
+    pushed = json.loads((fixtures / "real-connectors-listener.json").read_text())
+    assert set(pushed) == set(plans)
+    _, client = gateway(_catalog_answers())
+    resolver = Resolver(from_mapping({"connection": {"rest_api_url": "http://x"}}), client)
+    got, reasons = {}, {}
+    for job, descriptions in plans.items():
+        pulled = resolver.resolve(job_references([PlanNode(f"v{i}", d, 1, ()) for i, d in enumerate(descriptions)]), {})
+        event = {"eventType": "START", "eventTime": "2026-11-28T08:00:00Z", "run": {"runId": str(uuid.uuid4())},
+                 "job": {"namespace": JOB_NAMESPACE, "name": job}, **pushed[job]}
+        (run,) = native.runs([event])
+        resolutions = native.combine(pulled, run, resolver)
+        got[job] = tuple(sorted(str(r.dataset) for r in resolutions if r.dataset and r.reference.role == role)
+                         for role in ("source", "sink"))
+        reasons[job] = len([r for r in resolutions if r.unresolved])
+    k = lambda topic: f"kafka://k:9092/{topic}"  # noqa: E731
+    pg = lambda table: f"postgres://db:5432/shop.public.{table}"  # noqa: E731
+    fs = lambda folder: f"file:///files/{folder}"  # noqa: E731
+    assert got == {
+        "batch-jdbc": ([pg("customers")], [pg("customers_copy")]),
+        "cancelled": ([k("clicks")], [k("clicks_copy")]),
+        "cancelled-filesystem": ([k("clicks")], [fs("clicks-archive")]),
+        "datagen-to-kafka": ([], [k("audit")]),
+        "ds-file-sink": ([], []),
+        "ds-kafka-to-kafka": ([k("orders")], [k("ds_orders")]),
+        "ds-named-like-kafka": ([], []),
+        "failed": ([k("bad_orders")], [pg("alerts")]),
+        "in-memory-tables": ([k("orders")], [fs("mem-archive"), pg("orders_mem")]),
+        "kafka-pattern": ([], []),
+        "kafka-to-filesystem": ([k("orders")], [fs("archive")]),
+        "kafka-to-jdbc-catalog": ([k("orders")], [pg("alerts")]),
+        "kafka-to-jdbc-table": ([k("orders")], [pg("orders_copy")]),
+        "kafka-to-kafka": ([k("orders")], [k("orders_enriched")]),
+        "local-batch-filesystem": ([pg("customers")], [fs("local-customers")]),
+        "local-kafka-to-jdbc": ([k("orders")], [pg("orders_local")]),
+        "lookup-join": ([k("orders"), pg("customers")], [k("alerts")]),
+        "session-table": ([k("orders")], [pg("orders_copy")]),
+        "statement-set": ([k("orders")], [k("audit"), pg("orders_copy")]),
+        "temporary-batch-filesystem": ([pg("customers")], [fs("temp-customers")]),
+        "temporary-kafka": ([k("clicks"), k("orders")], [k("temp_out")]),
+        "view": ([k("orders")], [k("alerts")]),
+    }
+    assert {job: n for job, n in reasons.items() if n} == {"ds-file-sink": 2, "ds-named-like-kafka": 2,
+                                                          "kafka-pattern": 1}
