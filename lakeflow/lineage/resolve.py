@@ -247,7 +247,8 @@ class Resolver:
         host = f"{parsed.hostname}:{port}" if parsed.hostname and port else parsed.hostname or ""
         namespace = f"{platform}://{host}" if host else platform
         named = dict(p.partition("=")[::2] for p in properties.split(";") if "=" in p)
-        database = parsed.path.strip("/") or named.get("databaseName") or named.get("database") or database
+        path = parsed.path.strip("/") if parsed.netloc else ""  # an address that is no URL (Oracle's thin): none
+        database = path or named.get("databaseName") or named.get("database") or database
         schema = JDBC_DEFAULT_SCHEMAS.get(platform)
         if schema and "." not in table:
             table = f"{schema}.{table}"
