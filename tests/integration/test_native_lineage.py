@@ -205,14 +205,18 @@ def test_the_listener_names_a_table_as_the_harvest_does(tmp_path):
     """lakeflow.flink.SqlTableLineage (the listener, on PyFlink's JVM) and the harvest's resolver
     (the same options from SHOW CREATE TABLE) give each table the same datasets; no secret option,
     URL user, password or query reaches the listener's answer; a topic-pattern is one dataset named
-    by the pattern, marked, which the harvest resolves to no topic."""
+    by the pattern, marked, which the harvest resolves to no topic. And the event files' permissions
+    each ``lakeflow.lineage.file-mode`` gives (an invalid one: the default, 0640)."""
     cases = [{"identifier": "c.d.t", "kind": "temporary", "options": options} for options, _ in TABLE_CASES]
+    modes = ["0640", "660", "0600", "nonsense", "1777"]  # lakeflow.lineage.file-mode values
     env = {**os.environ, "FLINK_LOG_DIR": str(tmp_path)}
     child = subprocess.run([INGEST_PY, "-m", "tests.support.sql_table_lineage_child"], cwd=ROOT, env=env, text=True,
-                           input=json.dumps(cases), capture_output=True, timeout=300)
+                           input=json.dumps({"tables": cases, "modes": modes}), capture_output=True, timeout=300)
     assert child.returncode == 0, child.stderr[-3000:]
     assert SECRET not in child.stdout
-    named = json.loads(child.stdout)
+    answer = json.loads(child.stdout)
+    assert answer["modes"] == ["rw-r-----", "rw-rw----", "rw-------", "rw-r-----", "rw-r-----"]  # invalid: default
+    named = answer["tables"]
     answers = {}
     for i, (options, _) in enumerate(TABLE_CASES):
         with_clause = ",\n".join(f"  '{k}' = '{v}'" for k, v in options.items())

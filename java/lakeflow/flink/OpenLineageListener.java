@@ -137,7 +137,7 @@ public final class OpenLineageListener implements JobStatusChangedListener {
     }
 
     /** The permissions an octal mode ({@code 0640}) gives; an invalid one is logged and the default used. */
-    static Set<PosixFilePermission> permissions(String octal) {
+    public static Set<PosixFilePermission> permissions(String octal) {
         int mode;
         try {
             mode = Integer.parseInt(octal.trim(), 8);
