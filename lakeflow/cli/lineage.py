@@ -73,7 +73,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--lineage-dir",
         type=Path,
-        help="compaction run events to merge (default $LINEAGE_DIR, else $LAKEFLOW_HOME/lineage if present)",
+        help="the lineage store to merge: OpenLineage run events, one JSON file each, of the compaction and of "
+        "the Flink jobs lakeflow's listener saw (their SQL tables named by it); the harvest's user must read "
+        "the folder and its files, docs/harvest.md (default $LINEAGE_DIR, else $LAKEFLOW_HOME/lineage if present)",
     )
     p.add_argument("--state-file", type=Path, help="enable stale-entity removal with this state file")
     p.add_argument("--fail-safe-threshold", type=float, help="max %% of entities removed at once (default 75)")
@@ -94,7 +96,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "alone is drawn (default $LINEAGE_DIR, else $LAKEFLOW_HOME/lineage).",
     )
     v.add_argument("--harvest", type=Path, metavar="FILE", help="a `lakeflow harvest --format json` document")
-    v.add_argument("--lineage-dir", type=Path, help="compaction run events to draw (or to merge into --harvest)")
+    v.add_argument(
+        "--lineage-dir",
+        type=Path,
+        help="the lineage store: its compaction runs are drawn (or replace those of --harvest); its Flink runs "
+        "join the graph through a harvest",
+    )
     v.add_argument("--format", choices=PICTURES + ("json",), default="html", help="output format (default html)")
     v.add_argument("--output", default="-", help="output file, '-' for stdout (default)")
     v.add_argument("--title", default="lakeflow lineage", help="the page title (html)")

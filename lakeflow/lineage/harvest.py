@@ -84,7 +84,7 @@ def harvest(config: HarvestConfig, report: HarvestReport | None = None) -> Harve
                 events = list(read_events(config.lineage_dir))
                 compaction_runs = merge(e for e in events if not is_flink(e))
                 jobs, report.native_runs = native.merge(
-                    jobs, native.runs(events), config, listed={s.jid for s in summaries}
+                    jobs, native.runs(events), config, resolver, listed={s.jid for s in summaries}
                 )
             report.compaction_runs = len(compaction_runs)
         graph = build(

@@ -81,7 +81,7 @@ class Resolver:
             dataset, aliases = declared
             sink = next((r for r in refs if r.kind == "declared" and _same(r.value, dataset)), None)
             ref = sink or Reference(SINK, "declared", "", "global job parameters", value=user_config[ds.PARAM_LOCATION])
-            out.append(self._with_instance(Resolution(ref, dataset, aliases, evidence=DECLARED)))
+            out.append(self.with_instance(Resolution(ref, dataset, aliases, evidence=DECLARED)))
             refs = [r for r in refs if r is not sink]
         source = declared_input(user_config)
         if source is not None:
@@ -89,13 +89,14 @@ class Resolver:
             ref = (
                 sources[0] if sources else Reference(SOURCE, "declared", "", "global job parameters", value=str(source))
             )
-            out.append(self._with_instance(Resolution(ref, source, evidence=DECLARED)))
+            out.append(self.with_instance(Resolution(ref, source, evidence=DECLARED)))
             refs = [r for r in refs if r.role != SOURCE]
         for ref in refs:
-            out.extend(self._with_instance(r) for r in self._one(ref))
+            out.extend(self.with_instance(r) for r in self._one(ref))
         return sorted(out)
 
-    def _with_instance(self, r: Resolution) -> Resolution:
+    def with_instance(self, r: Resolution) -> Resolution:
+        """``r`` with the platform instance ``platform_instance_map`` gives its dataset's platform."""
         if r.dataset is None or r.platform_instance:
             return r
         instance = self.config.platform_instance_map.get(r.dataset.platform)
@@ -105,7 +106,7 @@ class Resolver:
         if ref.kind == "declared":
             return [Resolution(ref, ds.from_location(ref.value or ""), evidence=DECLARED)]
         if ref.kind == "table" and ref.table is not None:
-            return self._table(ref, ref.table)
+            return self.table(ref, ref.table)
         if ref.kind == "table-writer" and ref.table is not None:
             return self._table_writer(ref, ref.table.table)
         if ref.kind == "filesystem":
@@ -177,9 +178,10 @@ class Resolver:
         if len(found) > 1:
             names = ", ".join(str(t) for t in found)
             return [Resolution(ref, unresolved=f"{what}, and {len(found)} catalog tables have that name: {names}")]
-        return [replace(r, evidence=UNIQUE_NAME) if r.dataset else r for r in self._table(ref, found[0])]
+        return [replace(r, evidence=UNIQUE_NAME) if r.dataset else r for r in self.table(ref, found[0])]
 
-    def _table(self, ref: Reference, t: TableRef) -> list[Resolution]:
+    def table(self, ref: Reference, t: TableRef) -> list[Resolution]:
+        """What catalog table ``t`` is: by ``catalog_platform_map``, else the SQL Gateway; or why not."""
         mapped = self.config.catalog_platform_map.get(t.catalog or "")
         instance = mapped.platform_instance if mapped else None
         if mapped and mapped.platform:
@@ -211,6 +213,15 @@ class Resolver:
             return [Resolution(ref, unresolved=f"catalog table {t}: SQL Gateway lookup failed: {exc}")]
         return self._from_options(ref, t, options, info.get("type", ""), instance)
 
+    def connector(self, t: TableRef) -> str:
+        """Catalog table ``t``'s ``connector`` option as the SQL Gateway shows it; "" when it cannot tell."""
+        if self.gateway is None:
+            return ""
+        try:
+            return self.gateway.table_options(t).get("connector", "")
+        except FlinkRestError:
+            return ""
+
     def _catalog(self, catalog: str) -> dict[str, str]:
         """DESCRIBE CATALOG, or {} when the gateway cannot describe it (Flink < 1.20, default_catalog)."""
         assert self.gateway is not None
@@ -236,7 +247,8 @@ class Resolver:
         host = f"{parsed.hostname}:{port}" if parsed.hostname and port else parsed.hostname or ""
         namespace = f"{platform}://{host}" if host else platform
         named = dict(p.partition("=")[::2] for p in properties.split(";") if "=" in p)
-        database = parsed.path.strip("/") or named.get("databaseName") or named.get("database") or database
+        path = parsed.path.strip("/") if parsed.netloc else ""  # an address that is no URL (Oracle's thin): none
+        database = path or named.get("databaseName") or named.get("database") or database
         schema = JDBC_DEFAULT_SCHEMAS.get(platform)
         if schema and "." not in table:
             table = f"{schema}.{table}"

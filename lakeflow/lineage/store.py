@@ -1,7 +1,8 @@
 """The lineage store: a directory of OpenLineage run events, one JSON ``RunEvent`` per file.
 
 Files are named ``<eventTime>-<runId>-<eventType>.json`` and written atomically (temp file +
-rename), so a reader never sees half an event. This module reads and writes plain JSON only (no
+rename), so a reader never sees half an event; they are ``rw-r-----`` (``FILE_MODE``, as lakeflow's
+Flink listener writes them): a harvest running as another user of the folder's group reads them. This module reads and writes plain JSON only (no
 OpenLineage library import: ``lakeflow harvest`` reads the store and must start fast); events are
 built with openlineage-python in :mod:`lakeflow.lineage.openlineage`.
 """
@@ -17,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+FILE_MODE = 0o640  # the owner writes, the group reads
 JOB_NAMESPACE = "flink"  # lakeflow's listener's, and the harvest's own OpenLineage namespace for Flink jobs
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,7 @@ def write(directory: Path, event: Mapping[str, Any]) -> Path:
     stamp = re.sub(r"[^0-9TZ]", "", str(event["eventTime"]))
     path = directory / f"{stamp}-{event['run']['runId']}-{event['eventType']}.json"
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".", suffix=".tmp")
+    os.fchmod(fd, FILE_MODE)
     with os.fdopen(fd, "w") as f:
         json.dump(event, f, sort_keys=True, indent=1)
     os.replace(tmp, path)

@@ -1,14 +1,25 @@
-"""DataStream jobs on the real connectors, submitted from one client (``flink run -py``): the names
-the user gives their operators are all a plan shows of them. Arguments: Kafka bootstrap servers,
-the FileSink's folder.
+"""Jobs on the real connectors submitted from one client (``flink run -py``). Arguments: Kafka
+bootstrap servers, the FileSink's folder, the folder of the filesystem tables, the JDBC URL of the
+``shop`` database; its user and password come in ``LINEAGE_JDBC_USER`` / ``LINEAGE_JDBC_PASSWORD``
+(never on a command line).
+
+DataStream jobs — the names the user gives their operators are all a plan shows of them:
 
 - ``ds-kafka-to-kafka``: ``KafkaSource`` (topic ``orders``) → ``KafkaSink`` (topic ``ds_orders``);
 - ``ds-file-sink``: a number sequence → ``FileSink`` into the folder;
 - ``ds-named-like-kafka``: operators merely named ``KafkaSource-orders`` / ``KafkaSink-payments``
   reading a collection (no Kafka anywhere).
 
-No Python function runs in the first two (no Python worker: the JVM does it all)."""
+Table API jobs whose tables exist only in this program (job-local: a temporary table, and a table of
+the program's in-memory ``default_catalog``), which no SQL Gateway session can look up:
 
+- ``local-kafka-to-jdbc``: Kafka topic ``orders`` → the PostgreSQL table ``orders_local``;
+- ``local-batch-filesystem`` (batch): PostgreSQL ``customers`` → a filesystem table ``archive``
+  (the identifier a SQL Gateway job gives another path: the same name, two datasets).
+
+No Python function runs in any of them (no Python worker: the JVM does it all)."""
+
+import os
 import sys
 
 from pyflink.common import Encoder, Types, WatermarkStrategy
@@ -22,6 +33,7 @@ from pyflink.datastream.connectors.kafka import (
     KafkaSource,
 )
 from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+from pyflink.table import EnvironmentSettings, TableEnvironment
 
 
 def kafka_to_kafka(bootstrap: str) -> None:
@@ -54,7 +66,42 @@ def named_like_kafka() -> None:
     env.execute_async("ds-named-like-kafka")
 
 
+def _tables(name: str, settings: EnvironmentSettings) -> TableEnvironment:
+    t_env = TableEnvironment.create(settings)
+    t_env.get_config().set("pipeline.name", name)
+    t_env.get_config().set("parallelism.default", "1")
+    return t_env
+
+
+def _jdbc(url: str, table: str) -> str:
+    user, password = os.environ["LINEAGE_JDBC_USER"], os.environ["LINEAGE_JDBC_PASSWORD"]
+    return (f"'connector' = 'jdbc', 'url' = '{url}', 'table-name' = '{table}', 'username' = '{user}', "
+            f"'password' = '{password}'")
+
+
+def local_kafka_to_jdbc(bootstrap: str, jdbc_url: str) -> None:
+    t_env = _tables("local-kafka-to-jdbc", EnvironmentSettings.in_streaming_mode())
+    t_env.execute_sql("CREATE TEMPORARY TABLE orders (id BIGINT, customer_id BIGINT, amount DOUBLE) WITH ("
+                      f"'connector' = 'kafka', 'topic' = 'orders', 'properties.bootstrap.servers' = '{bootstrap}', "
+                      "'properties.group.id' = 'local-kafka-to-jdbc', 'scan.startup.mode' = 'earliest-offset', "
+                      "'format' = 'json')")
+    t_env.execute_sql("CREATE TABLE orders_local (id BIGINT, customer_id BIGINT, amount DOUBLE) WITH ("
+                      f"{_jdbc(jdbc_url, 'orders_local')})")
+    t_env.execute_sql("INSERT INTO orders_local SELECT * FROM orders")
+
+
+def local_batch_filesystem(jdbc_url: str, files: str) -> None:
+    t_env = _tables("local-batch-filesystem", EnvironmentSettings.in_batch_mode())
+    t_env.execute_sql(f"CREATE TABLE customers (id BIGINT, name STRING) WITH ({_jdbc(jdbc_url, 'customers')})")
+    t_env.execute_sql("CREATE TEMPORARY TABLE archive (id BIGINT, name STRING) WITH ('connector' = 'filesystem', "
+                      f"'path' = '{files}/local-customers', 'format' = 'json')")
+    t_env.execute_sql("INSERT INTO archive SELECT id, name FROM customers")
+
+
 if __name__ == "__main__":
-    kafka_to_kafka(sys.argv[1])
-    file_sink(sys.argv[2])
+    bootstrap_servers, numbers, tables, shop = sys.argv[1:5]
+    kafka_to_kafka(bootstrap_servers)
+    file_sink(numbers)
     named_like_kafka()
+    local_kafka_to_jdbc(bootstrap_servers, shop)
+    local_batch_filesystem(shop, tables)

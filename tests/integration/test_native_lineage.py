@@ -11,6 +11,7 @@ The unit tests (no process): tests/unit/test_native_lineage.py.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -26,10 +27,18 @@ from lakeflow.cli.main import main
 from lakeflow.ingest import sensors
 from lakeflow.lineage import native
 from lakeflow.lineage import openlineage as ol
+from lakeflow.lineage.config import from_mapping
 from lakeflow.lineage.datasets import DatasetId, catalog_alias, from_location
+from lakeflow.lineage.flink_rest import Connection
+from lakeflow.lineage.plan import Reference, TableRef
+from lakeflow.lineage.resolve import Resolver
+from lakeflow.lineage.sql_gateway import SqlGatewayClient
 from lakeflow.lineage.store import read_events
 from tests.integration.test_ingest_flink import packaged_job_env
+from tests.standins.sql_gateway import RecordedExecutor, SqlGatewayStandIn
+from tests.support.envs import INGEST_PY
 from tests.support.fixtures_flink import packaged_job_args
+from tests.unit.test_harvest_gateway import ddl
 from tests.unit.test_native_lineage import SENSORS  # noqa: F401 (fixtures, constants)
 from tests.unit.test_openlineage import assert_valid
 
@@ -162,3 +171,67 @@ def test_the_listener_and_the_harvest_agree(make_flink_cluster, endpoint, tmp_pa
     assert job["evidence"] == {str(table): "declared", str(SENSORS): "native"}  # REST and pushed name one table
     assert {d["name"]: d["aliases"] for d in doc["datasets"]}[str(table)] == [str(alias)]
     assert not [d for d in doc["datasets"] if not d["namespace"]]  # the SQL job's tables: Flink names no platform
+
+
+SECRET = "s3cr3t-" + uuid.uuid4().hex[:8]
+TABLE_CASES = [  # (options, what the harvest names from the same options, as SHOW CREATE TABLE shows them)
+    ({"connector": "kafka", "topic": "a;b", "properties.bootstrap.servers": "k1:9092,k2:9092",
+      "properties.sasl.jaas.config": f'PlainLoginModule required username="u" password="{SECRET}";'},
+     [("kafka://k1:9092", "a"), ("kafka://k1:9092", "b")]),
+    ({"connector": "upsert-kafka", "topic": "t", "properties.bootstrap.servers": "k:9092",
+      "properties.ssl.keystore.password": SECRET}, [("kafka://k:9092", "t")]),
+    ({"connector": "filesystem", "path": "/data/x/"}, [("file", "/data/x")]),
+    ({"connector": "filesystem", "path": "s3a://bucket/warehouse/t"}, [("s3://bucket", "warehouse/t")]),
+    ({"connector": "filesystem", "path": f"s3://AKIA:{SECRET}@bucket/k"}, [("s3://bucket", "k")]),
+    ({"connector": "filesystem", "path": "hdfs://nn:8020/p"}, [("hdfs://nn:8020", "p")]),
+    ({"connector": "jdbc", "url": "jdbc:postgresql://DB/shop", "table-name": "orders", "password": SECRET},
+     [("postgres://db:5432", "shop.public.orders")]),
+    ({"connector": "jdbc", "url": f"jdbc:postgresql://db:6543/shop?user=u&password={SECRET}",
+      "table-name": "sales.orders"}, [("postgres://db:6543", "shop.sales.orders")]),
+    ({"connector": "jdbc", "url": f"jdbc:mysql://u:{SECRET}@db:3307/crm?useSSL=false", "table-name": "users"},
+     [("mysql://db:3307", "crm.users")]),
+    ({"connector": "jdbc", "url": f"jdbc:sqlserver://db;databaseName=shop;password={SECRET}", "table-name": "items"},
+     [("mssql://db:1433", "shop.dbo.items")]),
+    ({"connector": "jdbc", "url": "jdbc:oracle:thin:@db:1521/svc", "table-name": "T"}, [("oracle", "T")]),
+    ({"connector": "jdbc", "url": "jdbc:postgresql://db/shop"}, [("postgres://db:5432", "shop.public.t")]),
+    ({"connector": "jdbc", "url": "jdbc:h2:mem:x", "table-name": "t"}, []),
+    ({"connector": "datagen", "rows-per-second": "1"}, []),
+    ({"connector": "kafka", "topic-pattern": "orders-.*", "properties.bootstrap.servers": "k:9092"}, []),
+]
+
+
+@pytest.mark.slow
+def test_the_listener_names_a_table_as_the_harvest_does(tmp_path):
+    """lakeflow.flink.SqlTableLineage (the listener, on PyFlink's JVM) and the harvest's resolver
+    (the same options from SHOW CREATE TABLE) give each table the same datasets; no secret option,
+    URL user, password or query reaches the listener's answer; a topic-pattern is one dataset named
+    by the pattern, marked, which the harvest resolves to no topic. And the event files' permissions
+    each ``lakeflow.lineage.file-mode`` gives (an invalid one: the default, 0640)."""
+    cases = [{"identifier": "c.d.t", "kind": "temporary", "options": options} for options, _ in TABLE_CASES]
+    modes = ["0640", "660", "0600", "nonsense", "1777"]  # lakeflow.lineage.file-mode values
+    env = {**os.environ, "FLINK_LOG_DIR": str(tmp_path)}
+    child = subprocess.run([INGEST_PY, "-m", "tests.support.sql_table_lineage_child"], cwd=ROOT, env=env, text=True,
+                           input=json.dumps({"tables": cases, "modes": modes}), capture_output=True, timeout=300)
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert SECRET not in child.stdout
+    answer = json.loads(child.stdout)
+    assert answer["modes"] == ["rw-r-----", "rw-rw----", "rw-------", "rw-r-----", "rw-r-----"]  # invalid: default
+    named = answer["tables"]
+    answers = {}
+    for i, (options, _) in enumerate(TABLE_CASES):
+        with_clause = ",\n".join(f"  '{k}' = '{v}'" for k, v in options.items())
+        answers[f"SHOW CREATE TABLE `c{i}`.`d`.`t`"] = ddl(f"CREATE TABLE t (id BIGINT) WITH (\n{with_clause}\n)")
+    standin = SqlGatewayStandIn(RecordedExecutor(answers)).start()
+    try:
+        resolver = Resolver(from_mapping({"connection": {"rest_api_url": "http://x"}}),
+                            SqlGatewayClient(Connection(standin.url, max_retries=0)))
+        for i, ((options, expected), listener) in enumerate(zip(TABLE_CASES, named, strict=True)):
+            harvest = [(r.dataset.namespace, r.dataset.name) for r in
+                       resolver.table(Reference("source", "table", "v", "op"), TableRef(f"c{i}", "d", "t"))
+                       if r.dataset]
+            pattern = options.get("topic-pattern")
+            got = [tuple(d) for d in listener["datasets"]]
+            assert (listener["connector"], listener["pattern"]) == (options["connector"], pattern)
+            assert (got, harvest) == ([("kafka://k:9092", pattern)] if pattern else expected, expected), options
+    finally:
+        standin.stop()

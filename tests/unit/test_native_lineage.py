@@ -7,6 +7,8 @@ Unit tests: they start no process. The real-process tests: tests/integration/tes
 from __future__ import annotations
 
 import json
+import os
+import stat
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -14,9 +16,15 @@ from pathlib import Path
 from lakeflow.cli.main import main
 from lakeflow.lineage import native
 from lakeflow.lineage import openlineage as ol
+from lakeflow.lineage.config import from_mapping
 from lakeflow.lineage.datasets import DatasetId, catalog_alias, from_location
-from lakeflow.lineage.store import JOB_NAMESPACE, read_events
+from lakeflow.lineage.flink_rest import PlanNode
+from lakeflow.lineage.plan import job_references
+from lakeflow.lineage.resolve import Resolver
+from lakeflow.lineage.store import JOB_NAMESPACE, read_events, write
 from lakeflow.lineage.stored_runs import read_runs
+from tests.unit.test_harvest_gateway import _catalog_answers, gateway  # noqa: F401 (a fixture)
+from tests.unit.test_openlineage import assert_valid
 
 SENSORS = DatasetId("lakeflow", "synthetic-sensors")
 
@@ -128,3 +136,201 @@ def test_compaction_runs_are_not_flink_runs(tmp_path):
     assert [r.name for r in read_runs(store)] == ["compact"]
     assert [(n.run.name, n.processing_type, n.run.event_type) for n in native.runs(events)] == [
         ("job", "STREAMING", "COMPLETE")]
+
+
+# --- SQL tables the listener names by what they are (#35) ---------------------------------------
+
+def _table(ds: DatasetId, identifier: str, kind: str = "catalog", connector: str = "", **extra) -> dict:
+    """A dataset of a SQL table as lakeflow's listener writes it (OpenLineageListener.tableDataset)."""
+    facet = {"_producer": ol.PRODUCER, "_schemaURL": f"{ol.FACETS_URL}/LakeflowFlinkTableDatasetFacet.json"
+             "#/$defs/LakeflowFlinkTableDatasetFacet", "identifier": identifier, "kind": kind, "connector": connector,
+             **extra}
+    scope = "flink-catalog" if kind == "catalog" else "flink-job"
+    links = {"_producer": ol.PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet"
+             ".json#/$defs/SymlinksDatasetFacet", "identifiers": [{"namespace": scope, "name": identifier,
+                                                                    "type": "TABLE"}]}
+    return {"namespace": ds.namespace, "name": ds.name, "facets": {"symlinks": links, native.FLINK_TABLE: facet}}
+
+
+def _start(store: Path, job_id: str, name: str, inputs=(), outputs=()) -> dict:
+    """The listener's START event of one job, its datasets as raw JSON."""
+    event = {"eventType": "START", "eventTime": "2026-11-20T08:00:00.000Z", "producer": ol.PRODUCER,
+             "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+             "run": {"runId": str(uuid.UUID(job_id)), "facets": {}},
+             "job": {"namespace": JOB_NAMESPACE, "name": name, "facets": {}},
+             "inputs": list(inputs), "outputs": list(outputs)}
+    write(store, event)
+    return event
+
+
+def _job(doc: dict, job_id: str) -> dict:
+    return {k: v for k, v in _jobs(doc)[job_id].items() if k in ("inputs", "outputs", "unresolved", "skipped",
+                                                                 "evidence")}
+
+
+def test_the_events_validate(tmp_path):
+    table = _table(DatasetId("kafka://k:9092", "orders.*"), "c.d.t", "temporary", "kafka", topicPattern="orders.*")
+    assert_valid([_start(tmp_path, uuid.uuid4().hex, "j", [table], [_table(DatasetId("", "c.d.u"), "c.d.u")])])
+
+
+def test_an_identifier_the_plan_could_not_name_is_resolved_through_the_gateway(
+        recorded_jobmanager, recorded_gateway, recorded_scenario, tmp_path):
+    """Flink's own name of a filesystem sink (``""`` / its identifier, no facet: a listener that does
+    not know the connector) is the table the gateway shows: its path, in place of the plan's reason."""
+    jid = recorded_scenario["job_ids"]["harvest-sql-filesystem"][0]
+    store = tmp_path / "lineage"
+    _start(store, jid, "harvest-sql-filesystem", outputs=[{"namespace": "", "name": "lake.iot.archive"}])
+    job = _job(_harvest(recorded_jobmanager, tmp_path, store, "--sql-gateway-url", recorded_gateway.url), jid)
+    archive = f"file://{recorded_scenario['archive']}"
+    assert (job["outputs"], job["unresolved"], job["evidence"]) == ([archive], [], {archive: "plan"})
+    job = _job(_harvest(recorded_jobmanager, tmp_path, store), jid)  # without a gateway: why, for each
+    assert job["outputs"] == [] and len(job["unresolved"]) == 3, job
+    assert "catalog table lake.iot.archive: platform unknown (give --sql-gateway-url" in " ".join(job["unresolved"])
+
+
+def test_temporary_and_job_local_tables_are_named_by_the_listener(recorded_jobmanager, recorded_gateway,
+                                                                  recorded_scenario, tmp_path):
+    """Tables no other session can look up: the gateway has no answer, the listener's names stand,
+    and the plan's reasons for those operators are gone."""
+    failed, finished = recorded_scenario["job_ids"]["harvest-resubmitted"]
+    store, topic, path = tmp_path / "lineage", DatasetId("kafka://k:9092", "src"), from_location("/data/sink")
+    for jid in (failed, finished):
+        _start(store, jid, "harvest-resubmitted",
+               inputs=[_table(topic, "default_catalog.default_database.src", "temporary", "kafka")],
+               outputs=[_table(path, "default_catalog.default_database.sink", "in-memory", "filesystem")])
+    job = _job(_harvest(recorded_jobmanager, tmp_path, store, "--sql-gateway-url", recorded_gateway.url), finished)
+    assert job == {"inputs": [str(topic)], "outputs": [str(path)], "unresolved": [], "skipped": [],
+                   "evidence": {str(topic): "native", str(path): "native"}}
+
+
+def test_what_the_listener_cannot_name_is_said_once(recorded_jobmanager, recorded_gateway, recorded_scenario,
+                                                    tmp_path):
+    """A datagen table is skipped, a topic-pattern and a session's table of an unknown connector are
+    unresolved with the reason: one reason per operator, the plan's replaced."""
+    jid = recorded_scenario["job_ids"]["harvest-batch"][0]
+    store = tmp_path / "lineage"
+    _start(store, jid, "harvest-batch",
+           inputs=[_table(DatasetId("", "default_catalog.default_database.numbers"),
+                          "default_catalog.default_database.numbers", "temporary", "datagen"),
+                   _table(DatasetId("kafka://k:9092", "orders-.*"), "default_catalog.default_database.pattern",
+                          "temporary", "kafka", topicPattern="orders-.*")],
+           outputs=[_table(DatasetId("", "default_catalog.default_database.nowhere"),
+                           "default_catalog.default_database.nowhere", "anonymous", "hudi")])
+    job = _job(_harvest(recorded_jobmanager, tmp_path, store, "--sql-gateway-url", recorded_gateway.url), jid)
+    assert job == {"inputs": [], "outputs": [], "evidence": {},
+                   "skipped": ["default_catalog.default_database.numbers: connector 'datagen' is not a dataset"],
+                   "unresolved": [
+                       "anonymous table default_catalog.default_database.nowhere: lakeflow's listener names no "
+                       "dataset of connector 'hudi', and no other session can look the table up",
+                       "temporary table default_catalog.default_database.pattern: Kafka topic-pattern 'orders-.*' "
+                       "names no topic"]}
+
+
+def test_the_listener_wins_where_the_plan_disagrees(recorded_jobmanager, recorded_gateway, recorded_scenario,
+                                                    tmp_path):
+    """The plan's table (resolved by the gateway today) and the listener's (the table the job was
+    planned with): the same dataset keeps the plan's evidence; another one replaces it."""
+    jid = recorded_scenario["job_ids"]["harvest-sql-print"][0]
+    archive = from_location(recorded_scenario["archive"])
+    gateway = ("--sql-gateway-url", recorded_gateway.url)
+    for path, evidence in ((archive, "plan"), (from_location("/data/moved"), "native")):
+        store = tmp_path / evidence
+        _start(store, jid, "harvest-sql-print", inputs=[_table(path, "lake.iot.archive", connector="filesystem")])
+        job = _job(_harvest(recorded_jobmanager, tmp_path, store, *gateway), jid)
+        assert (job["inputs"], job["evidence"]) == ([str(path)], {str(path): evidence})
+
+
+def test_one_identifier_of_two_jobs_is_two_datasets(recorded_jobmanager, recorded_scenario, tmp_path):
+    """A temporary table's identifier names different tables in different jobs: never an alias."""
+    ids = recorded_scenario["job_ids"]
+    store, first, second = tmp_path / "lineage", from_location("/data/a"), from_location("/data/b")
+    name = "default_catalog.default_database.archive"
+    _start(store, ids["harvest-batch"][0], "harvest-batch", outputs=[_table(first, name, "temporary", "filesystem")])
+    _start(store, ids["harvest-sql-filesystem"][0], "harvest-sql-filesystem",
+           outputs=[_table(second, name, "temporary", "filesystem")])
+    doc = _harvest(recorded_jobmanager, tmp_path, store)
+    jobs = _jobs(doc)
+    assert jobs[ids["harvest-batch"][0]]["outputs"] == [str(first)]
+    assert jobs[ids["harvest-sql-filesystem"][0]]["outputs"] == [str(second)]
+    assert {d["name"]: d["aliases"] for d in doc["datasets"]}[str(first)] == []
+
+
+def test_operators_named_only_are_dropped_as_far_as_the_listener_names_their_datasets(
+        recorded_jobmanager, recorded_scenario, tmp_path, caplog):
+    """A DataStream job: Flink's lineage names the datasets, not the operators. The plan's name-only
+    reasons of a role go when the listener names as many datasets of that role; a facet that is not
+    the listener's shape leaves its dataset a plain one."""
+    jid = recorded_scenario["job_ids"]["harvest-kafka-named"][0]  # 1 source, 2 sinks merely named
+    store, topic = tmp_path / "lineage", DatasetId("kafka://k:9092", "orders")
+    odd = {"namespace": "kafka://k:9092", "name": "audit", "facets": {native.FLINK_TABLE: {"kind": 3}}}
+    _start(store, jid, "harvest-kafka-named", inputs=[{"namespace": topic.namespace, "name": topic.name}],
+           outputs=[odd])
+    job = _job(_harvest(recorded_jobmanager, tmp_path, store), jid)
+    audit = "kafka://k:9092/audit"
+    assert (job["inputs"], job["outputs"]) == ([str(topic)], [audit])
+    assert [r.split("'")[1] for r in job["unresolved"]] == ["KafkaSink-payments", "Sink: KafkaSink-audit"]
+    assert "a lakeflow_flink_table facet left out" in caplog.text
+
+
+def test_event_files_are_readable_by_the_group_whatever_the_umask(tmp_path):
+    """As the listener writes them (lakeflow.lineage.file-mode, default 0640): a harvest of the
+    folder's group, running as another user, reads the compaction's events too."""
+    old = os.umask(0o077)
+    try:
+        path = ol.write_event(tmp_path, ol.run_event("START", run_id=str(uuid.uuid4()), job_namespace="lakeflow",
+                                                     job_name="compact"))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+def test_the_real_connector_jobs_resolve_exactly_with_the_listener(gateway):
+    """The plans and the listener's START datasets of the jobs of tests/integration/test_lineage_real_connectors.py
+    (recorded there, addresses replaced by k:9092, db:5432 and /files), merged against answers shaped
+    like its gateway's: every edge of a SQL table, the DataStream Kafka edges, and reasons only for
+    what nothing names (a topic-pattern, a FileSink, operators merely named like Kafka)."""
+    fixtures = Path(__file__).parents[1] / "fixtures" / "harvest"
+    plans = json.loads((fixtures / "real-connectors-plans.json").read_text())
+    pushed = json.loads((fixtures / "real-connectors-listener.json").read_text())
+    assert set(pushed) == set(plans)
+    _, client = gateway(_catalog_answers())
+    resolver = Resolver(from_mapping({"connection": {"rest_api_url": "http://x"}}), client)
+    got, reasons = {}, {}
+    for job, descriptions in plans.items():
+        pulled = resolver.resolve(job_references([PlanNode(f"v{i}", d, 1, ()) for i, d in enumerate(descriptions)]), {})
+        event = {"eventType": "START", "eventTime": "2026-11-28T08:00:00Z", "run": {"runId": str(uuid.uuid4())},
+                 "job": {"namespace": JOB_NAMESPACE, "name": job}, **pushed[job]}
+        (run,) = native.runs([event])
+        resolutions = native.combine(pulled, run, resolver)
+        got[job] = tuple(sorted(str(r.dataset) for r in resolutions if r.dataset and r.reference.role == role)
+                         for role in ("source", "sink"))
+        reasons[job] = len([r for r in resolutions if r.unresolved])
+    k = lambda topic: f"kafka://k:9092/{topic}"  # noqa: E731
+    pg = lambda table: f"postgres://db:5432/shop.public.{table}"  # noqa: E731
+    fs = lambda folder: f"file:///files/{folder}"  # noqa: E731
+    assert got == {
+        "batch-jdbc": ([pg("customers")], [pg("customers_copy")]),
+        "cancelled": ([k("clicks")], [k("clicks_copy")]),
+        "cancelled-filesystem": ([k("clicks")], [fs("clicks-archive")]),
+        "datagen-to-kafka": ([], [k("audit")]),
+        "ds-file-sink": ([], []),
+        "ds-kafka-to-kafka": ([k("orders")], [k("ds_orders")]),
+        "ds-named-like-kafka": ([], []),
+        "failed": ([k("bad_orders")], [pg("alerts")]),
+        "in-memory-tables": ([k("orders")], [fs("mem-archive"), pg("orders_mem")]),
+        "kafka-pattern": ([], []),
+        "kafka-to-filesystem": ([k("orders")], [fs("archive")]),
+        "kafka-to-jdbc-catalog": ([k("orders")], [pg("alerts")]),
+        "kafka-to-jdbc-table": ([k("orders")], [pg("orders_copy")]),
+        "kafka-to-kafka": ([k("orders")], [k("orders_enriched")]),
+        "local-batch-filesystem": ([pg("customers")], [fs("local-customers")]),
+        "local-kafka-to-jdbc": ([k("orders")], [pg("orders_local")]),
+        "lookup-join": ([k("orders"), pg("customers")], [k("alerts")]),
+        "session-table": ([k("orders")], [pg("orders_copy")]),
+        "statement-set": ([k("orders")], [k("audit"), pg("orders_copy")]),
+        "temporary-batch-filesystem": ([pg("customers")], [fs("temp-customers")]),
+        "temporary-kafka": ([k("clicks"), k("orders")], [k("temp_out")]),
+        "view": ([k("orders")], [k("alerts")]),
+    }
+    assert {job: n for job, n in reasons.items() if n} == {"ds-file-sink": 2, "ds-named-like-kafka": 2,
+                                                          "kafka-pattern": 1}

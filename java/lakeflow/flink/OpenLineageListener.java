@@ -11,13 +11,16 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.PosixFilePermission;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.format.DateTimeFormatter;
 import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
+import java.util.EnumSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.Executor;
 
 import org.apache.flink.api.common.JobStatus;
@@ -44,7 +47,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Enabled by {@code execution.job-status-changed-listeners: lakeflow.flink.OpenLineageListener$Factory}
  * and {@code lakeflow.lineage.dir} (a folder: one file per event, written atomically, named as
- * {@code lakeflow.lineage.store} names them) and/or {@code lakeflow.lineage.url} (an OpenLineage
+ * {@code lakeflow.lineage.store} names them, readable by the owner's group unless
+ * {@code lakeflow.lineage.file-mode} says otherwise) and/or {@code lakeflow.lineage.url} (an OpenLineage
  * HTTP endpoint, e.g. Marquez {@code http://host:5000/api/v1/lineage}; with the environment variable
  * {@code OPENLINEAGE_API_KEY} set — in the client's and the JobManager's environment, never in the
  * configuration — each POST carries {@code Authorization: Bearer <key>}, as OpenLineage's own HTTP
@@ -63,7 +67,11 @@ import org.slf4j.LoggerFactory;
  * <p>The run id is the Flink job id as a UUID; the job is {@code flink} / the job's name, as
  * {@code lakeflow harvest} names it. Dataset facets: a {@link DatasetSchemaFacet} becomes
  * OpenLineage's {@code schema}, lakeflow's {@link TableLineage.TableFacet} becomes
- * {@code lakeflow_table} plus the catalog identity in {@code symlinks}; others are left out.
+ * {@code lakeflow_table} plus the catalog identity in {@code symlinks}; others are left out (a
+ * connector's facets may hold its properties, secrets included). A SQL table is named by what it is
+ * ({@link SqlTableLineage}), with its Flink identifier in {@code symlinks} ({@code flink-catalog}
+ * for a persistent catalog's table, else {@code flink-job}: a name only the job's own session knew)
+ * and in {@code lakeflow_flink_table} (identifier, scope, connector, a Kafka topic pattern).
  * A failure to write is logged, never thrown: lineage must not fail a job.
  */
 public final class OpenLineageListener implements JobStatusChangedListener {
@@ -74,6 +82,9 @@ public final class OpenLineageListener implements JobStatusChangedListener {
     public static final ConfigOption<String> URL = ConfigOptions.key("lakeflow.lineage.url")
             .stringType().noDefaultValue()
             .withDescription("OpenLineage HTTP endpoint each event is POSTed to.");
+    public static final ConfigOption<String> FILE_MODE = ConfigOptions.key("lakeflow.lineage.file-mode")
+            .stringType().defaultValue("0640")
+            .withDescription("Permissions of each event file, in octal (default 0640: the owner's group reads it).");
     /** Environment variable holding the endpoint's API key (OpenLineage's name for it). */
     static final String API_KEY_ENV = "OPENLINEAGE_API_KEY";
     static final int ATTEMPTS = 3;
@@ -89,17 +100,21 @@ public final class OpenLineageListener implements JobStatusChangedListener {
     static final String SCHEMA = "https://openlineage.io/spec/facets/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet";
     static final String SYMLINKS = "https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet.json#/$defs/SymlinksDatasetFacet";
     static final String TABLE = FACETS + "/LakeflowTableDatasetFacet.json#/$defs/LakeflowTableDatasetFacet";
+    static final String FLINK_TABLE = FACETS
+            + "/LakeflowFlinkTableDatasetFacet.json#/$defs/LakeflowFlinkTableDatasetFacet";
 
     private static final Logger LOG = LoggerFactory.getLogger(OpenLineageListener.class);
     private static final DateTimeFormatter TIME = DateTimeFormatter.ISO_INSTANT;
 
     private final Path dir;
+    private final Set<PosixFilePermission> fileMode;
     private final URI url;
     private final String apiKey;
     private final Executor executor;
 
-    OpenLineageListener(Path dir, URI url, String apiKey, Executor executor) {
+    OpenLineageListener(Path dir, Set<PosixFilePermission> fileMode, URI url, String apiKey, Executor executor) {
         this.dir = dir;
+        this.fileMode = fileMode;
         this.url = url;
         this.apiKey = apiKey == null || apiKey.isEmpty() ? null : apiKey;
         this.executor = executor;
@@ -116,9 +131,32 @@ public final class OpenLineageListener implements JobStatusChangedListener {
                 LOG.warn("OpenLineageListener: neither {} nor {} is set: no lineage is written",
                         DIR.key(), URL.key());
             }
-            return new OpenLineageListener(dir == null ? null : Paths.get(dir), url == null ? null : URI.create(url),
-                    System.getenv(API_KEY_ENV), context.getIOExecutor());
+            return new OpenLineageListener(dir == null ? null : Paths.get(dir), permissions(conf.get(FILE_MODE)),
+                    url == null ? null : URI.create(url), System.getenv(API_KEY_ENV), context.getIOExecutor());
         }
+    }
+
+    /** The permissions an octal mode ({@code 0640}) gives; an invalid one is logged and the default used. */
+    public static Set<PosixFilePermission> permissions(String octal) {
+        int mode;
+        try {
+            mode = Integer.parseInt(octal.trim(), 8);
+        } catch (NumberFormatException e) {
+            mode = -1;
+        }
+        if (mode < 0 || mode > 0777) {
+            LOG.warn("OpenLineageListener: {} '{}' is no octal file mode: {} used", FILE_MODE.key(), octal,
+                    FILE_MODE.defaultValue());
+            mode = Integer.parseInt(FILE_MODE.defaultValue(), 8);
+        }
+        Set<PosixFilePermission> permissions = EnumSet.noneOf(PosixFilePermission.class);
+        PosixFilePermission[] bits = PosixFilePermission.values();  // OWNER_READ … OTHERS_EXECUTE: 0400 … 0001
+        for (int i = 0; i < bits.length; i++) {
+            if ((mode & (0400 >> i)) != 0) {
+                permissions.add(bits[i]);
+            }
+        }
+        return permissions;
     }
 
     @Override
@@ -175,6 +213,11 @@ public final class OpenLineageListener implements JobStatusChangedListener {
             try {
                 Files.createDirectories(dir);
                 Path tmp = Files.createTempFile(dir, ".", ".tmp");
+                try {
+                    Files.setPosixFilePermissions(tmp, fileMode);
+                } catch (UnsupportedOperationException e) {
+                    // not a POSIX file system: its own defaults
+                }
                 try (Writer w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
                     w.write(json);
                 }
@@ -266,15 +309,45 @@ public final class OpenLineageListener implements JobStatusChangedListener {
         j.open('[');
         for (LineageVertex v : vertices) {
             for (LineageDataset d : v.datasets()) {
-                j.open('{').key("namespace").string(d.namespace()).key("name").string(d.name());
-                j.key("facets").open('{');
-                for (LineageDatasetFacet f : d.facets().values()) {
-                    facet(j, f);
+                SqlTableLineage table = SqlTableLineage.of(d);
+                if (table == null) {
+                    j.open('{').key("namespace").string(d.namespace()).key("name").string(d.name());
+                    j.key("facets").open('{');
+                    for (LineageDatasetFacet f : d.facets().values()) {
+                        facet(j, f);
+                    }
+                    j.close('}').close('}');
+                } else if (table.datasets().isEmpty()) {
+                    tableDataset(j, "", table.identifier(), table, d);  // Flink's own name: the harvest resolves it
+                } else {
+                    for (String[] id : table.datasets()) {
+                        tableDataset(j, id[0], id[1], table, d);
+                    }
                 }
-                j.close('}').close('}');
             }
         }
         j.close(']');
+    }
+
+    /** One dataset of a SQL table: its schema (when Flink gives one), its identifier in {@code symlinks}
+     * and {@code lakeflow_flink_table}. */
+    private static void tableDataset(Json j, String namespace, String name, SqlTableLineage table, LineageDataset d) {
+        j.open('{').key("namespace").string(namespace).key("name").string(name).key("facets").open('{');
+        for (LineageDatasetFacet f : d.facets().values()) {
+            if (f instanceof DatasetSchemaFacet) {
+                facet(j, f);
+            }
+        }
+        String scope = table.kind().equals(SqlTableLineage.CATALOG) ? "flink-catalog" : "flink-job";
+        j.key("symlinks").open('{').facet(SYMLINKS).key("identifiers").open('[').open('{')
+                .key("namespace").string(scope).key("name").string(table.identifier()).key("type").string("TABLE")
+                .close('}').close(']').close('}');
+        j.key(SqlTableLineage.FACET).open('{').facet(FLINK_TABLE).key("identifier").string(table.identifier())
+                .key("kind").string(table.kind()).key("connector").string(table.connector());
+        if (table.topicPattern() != null) {
+            j.key("topicPattern").string(table.topicPattern());
+        }
+        j.close('}').close('}').close('}');
     }
 
     private static void facet(Json j, LineageDatasetFacet f) {

@@ -44,7 +44,8 @@ public final class TableLineage implements Serializable {
         return new DefaultLineageDataset(id[1], id[0], facets);
     }
 
-    /** {@code [namespace, name]} of the dataset stored at {@code location} (a URI or an absolute path). */
+    /** {@code [namespace, name]} of the dataset stored at {@code location} (a URI or an absolute path);
+     * a user or password in the URI is left out. */
     static String[] datasetId(String location) {
         URI uri = URI.create(location);
         String scheme = uri.getScheme() == null ? "" : uri.getScheme();
@@ -61,7 +62,8 @@ public final class TableLineage implements Serializable {
         if (scheme.equals("file")) {
             return new String[] {"file", path};
         }
-        String namespace = scheme + "://" + (uri.getRawAuthority() == null ? "" : uri.getRawAuthority());
+        String authority = uri.getRawAuthority() == null ? "" : uri.getRawAuthority();
+        String namespace = scheme + "://" + authority.substring(authority.lastIndexOf('@') + 1);  // no user:password@
         boolean objectStore = scheme.equals("s3") || scheme.equals("gs") || scheme.equals("hdfs")
                 || scheme.startsWith("abfs");
         return new String[] {namespace, objectStore ? path.replaceFirst("^/+", "") : path};
