@@ -111,7 +111,7 @@ def plan(table: Schema, layout: TableLayout, declared: TableSchema) -> list[Chan
             )
         )
     old_terms = _terms(layout.spec, table)
-    new_terms = [(str(t.transform), t.source) for t in declared.partition_by]
+    new_terms = [(str(t.iceberg_transform()), t.source) for t in declared.partition_by]
     if old_terms != new_terms:
         changes.append(
             Change(
