@@ -1,196 +1,106 @@
-"""The two compaction engines on the same raw files: the ``arrow`` engine (pyarrow in the driver)
-must read, set aside and write exactly what the ``spark`` engine does (Spark's ``multiLine`` JSON
-reader, PERMISSIVE, explicit schema — lakeflow.compaction.spark.read).
+"""The two compaction engines on the same raw files make the same table: the ``arrow`` engine (one task
+in the driver) and the ``spark`` engine (tasks in Spark's Python workers, shares cut small here so that
+duplicates meet across tasks) — per file what it held, the same bad records with the same reasons, the
+same rows in the same partitions, the same duplicates dropped (in the batch and against the table's
+files), the same undeclared fields counted. For lakeflow's default schema and for a nested user schema
+(structs, lists, a map, a decimal, timestamps, booleans, nulls).
 
-Every input below also states what Spark makes of it, so a change in either engine fails naming
-the input. Where Spark is surprising the arrow engine follows it: string fields keep other values'
-source text, doubles take "NaN", only a file's first JSON value counts, one non-object element
-spoils a whole array, and a file whose only record holds no schema field counts as malformed.
-Two known divergences are pinned per engine: single-quoted JSON (DIVERGENT) and which of two
-different readings with the same key survives (CONFLICTING).
-
-Spark runs in this process through PySpark's launcher (as ``lakeflow compact`` runs it): one
-local[2] session for the module.
+Spark runs in this process through PySpark's launcher (as ``lakeflow compact`` runs it): one local[2]
+session for the module.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Union
+from typing import Callable, Iterator
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lakeflow.compaction import launch
 from lakeflow.compaction.arrow.engine import ArrowEngine
-from lakeflow.compaction.arrow.read import SCHEMA
-from lakeflow.compaction.engine import Engine, FileSummary
+from lakeflow.compaction.engine import Compacted, Engine, WritePlan
 from lakeflow.compaction.files import FileEntry, Storage
-from lakeflow.compaction.schema import TS
-from lakeflow.readings import KEY, NAMES, TIME
+from lakeflow.compaction.parse import EMPTY, MALFORMED
+from lakeflow.compaction.rows import Writer
+from lakeflow.schema import load_schema
+from lakeflow.schema.arrow import record_schema
+from lakeflow.schema.declared import parse_schema
+from lakeflow.schema.examples import example
+from lakeflow.schema.model import TableSchema
 from tests.support.fixtures_compaction import json_array, readings
+from tests.unit.test_schema import DEVICE
 
 DAY = 1763683200000              # 2025-11-21T00:00:00Z
 NEXT_DAY = DAY + 86_400_000
-MALFORMED = "malformed"          # the file is one all-null row in Spark, quarantined whole
-MISSING = object()               # a field left out of a record
-Row = tuple                      # one reading's values in NAMES order
-
-
-def record(i: int, run: str, **raw: object) -> str:
-    """Reading ``i`` of ``run`` as JSON text; ``raw`` replaces fields by source text (or MISSING)."""
-    fields: dict[str, object] = {
-        "sensor_id": '"sensor-001"', "run_id": json.dumps(run), "seq": str(i), "timestamp_ms": str(DAY + 7_200_000 + i),
-        "temperature": "20.5", "humidity": "41.25", "pressure": "1001.5", "location": '"lab-north"'}
-    fields.update(raw)
-    return "{" + ",".join(f'"{k}":{v}' for k, v in fields.items() if v is not MISSING) + "}"
-
-
-def parsed(i: int, run: str, **values: object) -> Row:
-    """What both engines must read from ``record(i, run, …)``: a mistyped field is None."""
-    out = {"sensor_id": "sensor-001", "run_id": run, "seq": i, "timestamp_ms": DAY + 7_200_000 + i,
-           "temperature": 20.5, "humidity": 41.25, "pressure": 1001.5, "location": "lab-north", **values}
-    return tuple(out[n] for n in NAMES)
-
-
-def row(reading: dict) -> Row:
-    return tuple(reading[n] for n in NAMES)
-
-
-# (source text replacing fields, what is read) — in one file of the sink's layout (pyarrow's
-# NDJSON path) and again in an indented array (the Python path).
-MISTYPED: list[tuple[dict, dict]] = [
-    ({"seq": '"5"'}, {"seq": None}),                          # a string for a bigint
-    ({"seq": "1.5"}, {"seq": None}),                          # floats for a bigint, even a whole one
-    ({"seq": "2.0"}, {"seq": None}),
-    ({"seq": str(2 ** 64)}, {"seq": None}),                   # beyond int64
-    ({"seq": str(2 ** 63 - 1)}, {"seq": 2 ** 63 - 1}),        # int64's largest: fine
-    ({"timestamp_ms": '"1763690400000"'}, {"timestamp_ms": None}),
-    ({"temperature": "21"}, {"temperature": 21.0}),           # an int for a double: fine
-    ({"humidity": "true"}, {"humidity": None}),               # a bool for a double
-    ({"temperature": '"NaN"'}, {"temperature": math.nan}),    # Spark's allowNonNumericNumbers
-    ({"pressure": "1" + "0" * 400}, {"pressure": math.inf}),  # beyond any double: Infinity, as in Java
-    ({"location": "12"}, {"location": "12"}),                 # string fields keep other values' source text
-    ({"location": "1.50"}, {"location": "1.50"}),
-    ({"sensor_id": "false"}, {"sensor_id": "false"}),
-    ({"location": '{"room": 4, "floors": [1, 2.50]}'}, {"location": '{"room": 4, "floors": [1, 2.50]}'}),
-    ({"location": '"caf\\u00e9 \\ud800"'}, {"location": "café ?"}),  # a lone surrogate: '?', as Java encodes it
-    ({"pressure": MISSING}, {"pressure": None}),
-    ({"location": "null"}, {"location": None}),
-    ({"temperature": "NaN", "pressure": "-Infinity", "seq": "true"},   # a bad record holding non-finite doubles
-     {"temperature": math.nan, "pressure": -math.inf, "seq": None}),
-    ({"firmware": '"2.1.0"'}, {}),                            # unknown fields are ignored
-]
-
-GOOD_B = readings("run-b", 10, start_ms=DAY + 3_600_000, seed=2)
-CROSSING = readings("run-a", 12, start_ms=NEXT_DAY - 6_000, seed=1)    # 6 readings each side of midnight UTC
-# the same (run_id, seq) in two files: seq 0-1 with other values, seq 2-3 identical (a replay)
-DUP_0 = readings("run-d", 4, start_ms=DAY + 5_000_000, seed=4)
-DUP_1 = [{**r, "temperature": r["temperature"] + 100} if r["seq"] < 2 else r for r in DUP_0]
+DEFAULT = load_schema()
+NESTED = parse_schema(json.dumps(DEVICE))
 
 
 @dataclass(frozen=True)
 class Case:
     rel: str
     content: bytes
-    rows: Union[list[Row], str]   # what Spark reads: rows ([] for none) or MALFORMED
+    records: int = 0             # records in it
+    bad: int = 0                 # of them, breaking the contract
+    reason: str | None = None    # quarantined whole: EMPTY or MALFORMED
 
 
-def _cases() -> list[Case]:
-    sink = "[" + ",\n".join(record(i, "run-m0", **raw) for i, (raw, _) in enumerate(MISTYPED)) + "]\n"
-    indented = "[\n  " + ",\n  ".join(record(i, "run-m1", **raw) for i, (raw, _) in enumerate(MISTYPED)) + "\n]\n"
-    good = record(0, "run-q")
+def mistyped(run: str) -> list[dict]:
+    """Six readings, four of them breaking the contract."""
+    good = readings(run, 6, start_ms=DAY + 7_200_000, seed=9)
+    good[1]["seq"] = "1"                       # a string for a long
+    good[2]["temperature"] = True              # a boolean for a double
+    good[3].pop("location")                    # a required field missing
+    good[4]["sensor_id"] = 7                   # a number for a string
+    good[5]["firmware"] = "2.1"                # an undeclared field: counted, kept out
+    return good
+
+
+CROSSING = readings("run-a", 12, start_ms=NEXT_DAY - 6_000, seed=1)     # 6 readings each side of midnight UTC
+GOOD_B = readings("run-b", 10, start_ms=DAY + 3_600_000, seed=2)
+# the same key in two files, one larger: the larger file's reading stays (the lowest file id)
+DUP_SMALL = readings("run-d", 4, start_ms=DAY + 5_000_000, seed=4)
+DUP_LARGE = [{**r, "temperature": r["temperature"] + 100, "location": "x" * 40} for r in DUP_SMALL]
+HELD = readings("run-h", 5, start_ms=DAY + 9_000_000, seed=5)          # keys the table already holds (3 of them)
+
+DEFAULT_CASES = [
+    Case("2025-11-21--23/part-sink-0-0.json", json_array(CROSSING).encode(), 12),
+    Case("part-oneline-0-0.json", json.dumps(GOOD_B[:5]).encode(), 5),
+    Case("part-pretty-0-0.json", json.dumps(GOOD_B[5:], indent=2).encode(), 5),
+    Case("part-empty-0-0.json", b"", reason=EMPTY),
+    Case("part-blank-0-0.json", b" \n\t\r\n ", reason=EMPTY),
+    Case("part-brackets-0-0.json", b"[]"),
+    Case("part-truncated-0-0.json", json_array(GOOD_B[:3])[:-40].encode(), reason=MALFORMED),
+    Case("part-text-0-0.json", b"this is not JSON\n", reason=MALFORMED),
+    Case("part-scalar-0-0.json", b"42", reason=MALFORMED),
+    Case("part-numbers-0-0.json", b"[1, 2]", reason=MALFORMED),
+    Case("part-mistyped-0-0.json", json_array(mistyped("run-m")).encode(), 6, 4),
+    Case("part-dup-small-0-0.json", json_array(DUP_SMALL).encode(), 4),
+    Case("part-dup-large-0-0.json", json_array(DUP_LARGE).encode(), 4),
+    Case("part-held-0-0.json", json_array(HELD).encode(), 5),
+    Case("part-invalid-utf8-0-0.json", b'[{"sensor_id":"\xff"}]', reason=MALFORMED),
+]
+
+
+def nested_cases() -> list[Case]:
+    records = [example(NESTED, n) for n in range(40)]
+    records[3]["tags"] = {"site": "a", "room": None}          # a null map value: bad (its values are not nullable)
+    records[4]["ok"] = None                                    # [boolean, null]: allowed
+    records[5]["gps"] = {"lat": 1.0}                           # gps.lon required: bad
+    records[6]["battery"] = "3.777"                            # too many decimal places: bad
+    records[7]["event_time"] = "2025-11-21T23:59:59.999999+05:00"
+    records[8]["samples"] = [{"x": 1}, {"x": None}, None]     # optional inner field, null element: bad (items required)
+    again = [dict(records[n], ok=False) for n in range(10, 15)]  # duplicates of 10-14, in a smaller file
     return [
-        Case("2025-11-21--23/part-sink-0-0.json", json_array(CROSSING).encode(), [row(r) for r in CROSSING]),
-        Case("part-oneline-0-0.json", json.dumps(GOOD_B[:5]).encode(), [row(r) for r in GOOD_B[:5]]),
-        Case("part-pretty-0-0.json", json.dumps(GOOD_B[5:], indent=2).encode(), [row(r) for r in GOOD_B[5:]]),
-        Case("part-empty-0-0.json", b"", []),
-        Case("part-blank-0-0.json", b" \n\t\r\n ", []),
-        Case("part-brackets-0-0.json", b"[]", []),
-        Case("part-truncated-0-0.json", json_array(GOOD_B[:3])[:-40].encode(), MALFORMED),
-        Case("part-text-0-0.json", b"this is not JSON\n", MALFORMED),
-        Case("part-object-0-0.json", good.encode(), [parsed(0, "run-q")]),            # one record
-        Case("part-scalar-0-0.json", b"42", MALFORMED),
-        Case("part-numbers-0-0.json", b"[1, 2]", MALFORMED),
-        Case("part-mistyped-0-0.json", sink.encode(), [parsed(i, "run-m0", **v) for i, (_, v) in enumerate(MISTYPED)]),
-        Case("part-mistyped-1-0.json", indented.encode(),
-             [parsed(i, "run-m1", **v) for i, (_, v) in enumerate(MISTYPED)]),
-        Case("part-trailing-comma-0-0.json", f"[{record(1, 'run-q')},\n{record(2, 'run-q')},\n]".encode(), MALFORMED),
-        Case("part-crlf-0-0.json", f"[{record(3, 'run-q')},\r\n{record(4, 'run-q')}\r\n]\r\n".encode(),
-             [parsed(3, "run-q"), parsed(4, "run-q")]),
-        Case("part-dup-0-0.json", json_array(DUP_0).encode(), [row(r) for r in DUP_0]),
-        Case("part-dup-1-0.json", json_array(DUP_1).encode(), [row(r) for r in DUP_1]),
-        # Spark's less obvious rules
-        Case("part-empty-object-0-0.json", b"[{}]", MALFORMED),                      # one all-null row
-        Case("part-no-field-0-0.json", b'[{"firmware": "2.1.0"}]', MALFORMED),
-        Case("part-two-empty-0-0.json", b"[{},\n{}]", [(None,) * len(NAMES)] * 2),   # two: bad records
-        Case("part-null-element-0-0.json", f"[null,\n{good}]".encode(), MALFORMED),
-        Case("part-mixed-0-0.json", f"[{good}, 5]".encode(), MALFORMED),
-        Case("part-trailing-data-0-0.json", f"[{record(5, 'run-q')}] and more\n".encode(), [parsed(5, "run-q")]),
-        Case("part-two-arrays-0-0.json", f"[{record(6, 'run-q')}]\n[{record(7, 'run-q')}]\n".encode(),
-             [parsed(6, "run-q")]),
-        # lines the NDJSON path must not take for records
-        Case("part-missing-comma-0-0.json", f"[{record(8, 'run-q')}\n{record(9, 'run-q')}]".encode(), MALFORMED),
-        Case("part-two-per-line-0-0.json", f"[{good}{good},\n,\n{good}]".encode(), MALFORMED),
-        Case("part-invalid-utf8-0-0.json", record(10, "run-q", location='"\xff"').encode("latin-1"), MALFORMED),
+        Case("part-nested-0-0.json", json_array(records[:20]).encode(), 20, 4),
+        Case("part-nested-1-0.json", json.dumps(records[20:], indent=1).encode(), 20),
+        Case("part-nested-2-0.json", json_array(again).encode(), 5),
     ]
-
-
-CASES = _cases()
-# Single quotes: Spark's JSON reader allows them (allowSingleQuotes, on by default), Python's json
-# and pyarrow do not. Following Spark would take a JSON parser of our own; not worth it for files
-# no sink writes — so the arrow engine quarantines the file that Spark compacts.
-DIVERGENT = Case("part-single-quotes-0-0.json", record(11, "run-s").replace('"', "'").encode(), [parsed(11, "run-s")])
-DIVERGENT_ARROW = MALFORMED
-
-
-def expected_summary(rows: Union[list[Row], str]) -> Optional[FileSummary]:
-    if rows == MALFORMED:
-        return FileSummary(rows=1, bad_rows=1, malformed=True, min_ms=None, max_ms=None)
-    if not rows:
-        return None
-    times = [r[NAMES.index(TIME)] for r in rows if None not in r]
-    return FileSummary(rows=len(rows), bad_rows=sum(None in r for r in rows), malformed=False,
-                       min_ms=min(times, default=None), max_ms=max(times, default=None))
-
-
-def norm(value: object) -> object:
-    """NaN equal to itself, for set and list comparisons."""
-    return "NaN" if isinstance(value, float) and math.isnan(value) else value
-
-
-def tuples(rows: list) -> list[tuple]:
-    return sorted((tuple(norm(v) for v in r) for r in rows), key=repr)
-
-
-# --- the engines -------------------------------------------------------------------------------
-
-@dataclass
-class Batch:
-    """One engine's read of a folder of raw files."""
-
-    engine: Engine
-    raw: Storage
-    files: list[FileEntry]
-    summaries: dict[str, FileSummary]
-
-    def rows(self) -> dict[str, list[tuple]]:
-        """Every row read (good and bad) by file (rel), as the engine holds them."""
-        out: dict[str, list[tuple]] = {}
-        if isinstance(self.engine, ArrowEngine):
-            table = self.engine.rows
-            for r in table.to_pylist():
-                out.setdefault(self.engine.files[r["_file"]], []).append(tuple(r[n] for n in NAMES))
-        else:
-            rels = {self.raw.spark_path(f.rel): f.rel for f in self.files}
-            for r in self.engine.rows.collect():
-                out.setdefault(rels[r["_file"]], []).append(tuple(r[n] for n in NAMES))
-        return {rel: tuples(rs) for rel, rs in out.items()}
 
 
 def write_raw(folder: Path, cases: list[Case]) -> tuple[Storage, list[FileEntry]]:
@@ -199,34 +109,70 @@ def write_raw(folder: Path, cases: list[Case]) -> tuple[Storage, list[FileEntry]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(case.content)
     raw = Storage(folder.as_uri())
-    return raw, raw.list()
+    files = raw.list()
+    assert len(files) == len(cases)
+    return raw, files
+
+
+@dataclass
+class Run:
+    """One engine's compaction of a folder of raw files."""
+
+    done: Compacted
+    raw: Storage
+    target: Storage
+    plan: WritePlan
+
+    def rows(self) -> list[dict]:
+        tables = [pq.read_table(self.target.local_path(w.rel)) for w in self.done.written]
+        rows = pa.concat_tables(tables).to_pylist() if tables else []
+        return sorted(rows, key=lambda r: json.dumps(r, default=str, sort_keys=True))
+
+    def partitions(self) -> set[str]:
+        return {w.partition_path for w in self.done.written}
+
+    def bad_records(self) -> list[tuple[str, str, dict]]:
+        out = []
+        for entry in self.raw.list(self.plan.records):
+            for line in self.raw.read(entry.rel).decode().splitlines():
+                b = json.loads(line)
+                out.append((self.raw.relative(b["file"]), b["reason"], json.loads(b["record"])))
+        return sorted(out, key=repr)
+
+
+def plan_for(schema: TableSchema, staging: str) -> WritePlan:
+    table = schema.iceberg_schema()
+    return WritePlan(schema, table, schema.partition_spec(table), {}, f"data/_staging/{staging}",
+                     f"_quarantine/records/run={staging}", 1 << 30, 50.0)
+
+
+def held_file(target: Storage, schema: TableSchema) -> str:
+    """A data file of the table holding three of HELD's keys (written as the engines write)."""
+    table = schema.iceberg_schema()
+    writer = Writer(schema, table, schema.partition_spec(table), {}, target)
+    (w,) = writer.write(pa.Table.from_pylist(HELD[:3], schema=record_schema(schema.fields)), 1, "data/held", "held")
+    return target.uri(w.rel)
 
 
 @pytest.fixture(scope="module")
-def target(tmp_path_factory: pytest.TempPathFactory) -> Storage:
-    return Storage(tmp_path_factory.mktemp("target").as_uri())
-
-
-@pytest.fixture(scope="module")
-def spark_engine(target: Storage) -> Iterator[Callable[[Storage], Engine]]:
-    """SparkEngines sharing one in-process session (PySpark's launcher, as ``lakeflow compact``)."""
+def spark_engine() -> Iterator[Callable[[Storage, Storage], Engine]]:
+    """SparkEngines sharing one in-process session (PySpark's launcher, as ``lakeflow compact``), its
+    shares cut at 2 KB so that a batch makes several tasks."""
     from pyspark import SparkContext
 
-    from lakeflow.compaction.spark.engine import SparkEngine
+    from lakeflow.compaction.spark import engine as spark_module
 
-    engines: list[SparkEngine] = []
+    engines: list[Engine] = []
     with pytest.MonkeyPatch.context() as patch:
         for key, value in launch.submit_env(os.environ, launch.spark_options("local[2]")).items():
             patch.setenv(key, value)
+        patch.setattr(spark_module, "BATCH_BYTES", 2048)
 
-        def make(raw: Storage) -> Engine:
-            engines.append(SparkEngine(raw, target, None, None, "lakeflow-test-engines"))
+        def make(raw: Storage, target: Storage) -> Engine:
+            engines.append(spark_module.SparkEngine(raw, target, "lakeflow-test-engines"))
             return engines[-1]
 
         yield make
-        for engine in engines[:-1]:
-            if engine.rows is not None:
-                engine.rows.unpersist()
         if engines:
             engines[-1].close()  # stops the session
         gateway = SparkContext._gateway
@@ -237,227 +183,81 @@ def spark_engine(target: Storage) -> Iterator[Callable[[Storage], Engine]]:
             SparkContext._gateway = SparkContext._jvm = None
 
 
-def read(engine: Engine, raw: Storage, files: list[FileEntry]) -> Batch:
-    return Batch(engine=engine, raw=raw, files=files, summaries=engine.read(files))
+def compact(engine: Engine, raw: Storage, files: list[FileEntry], target: Storage, schema: TableSchema,
+            name: str) -> Run:
+    plan = plan_for(schema, name)
+    held = held_file(target, schema) if schema is DEFAULT else None
+    done = engine.compact(files, plan, lambda lo, hi: [held] if held and lo <= HELD[0]["timestamp_ms"] <= hi else [])
+    return Run(done, raw, target, plan)
 
 
 @pytest.fixture(scope="module")
-def raw_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Storage, list[FileEntry]]:
-    raw, files = write_raw(tmp_path_factory.mktemp("raw"), CASES)
-    assert len(files) == len(CASES)
-    return raw, files
-
-
-@pytest.fixture(scope="module")
-def arrow(raw_files: tuple[Storage, list[FileEntry]], target: Storage) -> Batch:
-    raw, files = raw_files
-    return read(ArrowEngine(raw, target), raw, files)
-
-
-@pytest.fixture(scope="module")
-def spark(raw_files: tuple[Storage, list[FileEntry]], spark_engine: Callable[[Storage], Engine]) -> Batch:
-    raw, files = raw_files
-    return read(spark_engine(raw), raw, files)
-
-
-def check_read(batch: Batch, cases: list[Case]) -> None:
-    """Each file's summary and rows as the cases state them."""
-    got = batch.rows()
-    for case in cases:
-        assert batch.summaries.get(case.rel) == expected_summary(case.rows), case.rel
-        if case.rows != MALFORMED:
-            assert got.get(case.rel, []) == tuples(case.rows), case.rel
-    assert set(batch.summaries) <= {c.rel for c in cases}
-
-
-# --- reading -------------------------------------------------------------------------------------
-
-def test_arrow_reads_each_input_as_spark_does(arrow: Batch) -> None:
-    check_read(arrow, CASES)
-
-
-@pytest.mark.slow
-def test_spark_reads_each_input_as_stated(spark: Batch) -> None:
-    check_read(spark, CASES)
-
-
-@pytest.mark.slow
-def test_engines_agree_on_every_file(spark: Batch, arrow: Batch) -> None:
-    assert arrow.summaries == spark.summaries
-    theirs, ours = spark.rows(), arrow.rows()
-    for rel, summary in spark.summaries.items():
-        if not summary.malformed:   # (Spark's null row of a malformed file is nowhere used)
-            assert ours[rel] == theirs[rel], rel
-
-
-def bad_records(raw: Storage, rel: str) -> list[dict]:
-    """The JSON lines an engine wrote under ``rel``, the record parsed too (strict JSON: no NaN)."""
-    def strict(word: str) -> None:
-        raise ValueError(f"not JSON: {word}")
-
-    out = []
-    for entry in raw.list(rel):
-        if entry.rel.rsplit("/", 1)[-1].startswith((".", "_")):
-            continue
-        for line in raw.read(entry.rel).decode().splitlines():
-            r = json.loads(line, parse_constant=strict)
-            out.append({**r, "record": json.loads(r["record"], parse_constant=strict)})
-    return sorted(out, key=lambda r: json.dumps(r, sort_keys=True))
-
-
-def spark_json(value: object) -> object:
-    """As Spark's ``to_json`` writes a value: NaN and infinities as strings."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
-    return value
-
-
-def expected_bad_records(raw: Storage, cases: list[Case]) -> list[dict]:
-    out = []
-    for case in cases:
-        if case.rows == MALFORMED:
-            continue
-        for r in case.rows:
-            if None in r:
-                missing = ", ".join(n for n, v in zip(NAMES, r) if v is None)
-                out.append({"file": raw.spark_path(case.rel), "reason": f"missing, null or mistyped: {missing}",
-                            "record": {n: spark_json(v) for n, v in zip(NAMES, r) if v is not None}})
-    return sorted(out, key=lambda r: json.dumps(r, sort_keys=True))
-
-
-def write_bad(batch: Batch, name: str) -> list[dict]:
-    """The engine's bad records, the malformed files quarantined (as a run does)."""
-    batch.engine.write_bad_records([rel for rel, s in batch.summaries.items() if s.malformed], f"_bad/{name}")
-    return bad_records(batch.raw, f"_bad/{name}")
-
-
-def test_arrow_bad_records(arrow: Batch) -> None:
-    assert write_bad(arrow, "arrow") == expected_bad_records(arrow.raw, CASES)
-
-
-@pytest.mark.slow
-def test_engines_write_the_same_bad_records(spark: Batch, arrow: Batch) -> None:
-    theirs = write_bad(spark, "spark")
-    assert theirs == expected_bad_records(spark.raw, CASES)
-    assert write_bad(arrow, "arrow-parity") == theirs
-
-
-# --- writing -------------------------------------------------------------------------------------
-
-# Two readings with the same (run_id, seq) and different values (a replay has equal ones) is a case
-# no sink produces, and Spark does not define which one dropDuplicates keeps. In practice, locally,
-# it keeps the one in the file it packs first: the largest (ties: in the file system's listing
-# order). The arrow engine keeps the first in path order. Both keep exactly one; emulating Spark's
-# file packing is not worth it.
-CONFLICTING = {(r["run_id"], r["seq"]) for r in DUP_1 if r not in DUP_0}
-KEPT = {"spark": DUP_1, "arrow": DUP_0}
-
-
-def written(target: Storage, staging: str) -> dict[str, list[dict]]:
-    """Rows of each Parquet file under ``staging``, by path under it."""
+def runs(tmp_path_factory: pytest.TempPathFactory,
+         spark_engine: Callable[[Storage, Storage], Engine]) -> dict[tuple[str, str], Run]:
     out = {}
-    for entry in target.list(staging):
-        name = entry.rel.rsplit("/", 1)[-1]
-        if name.endswith(".parquet") and not name.startswith((".", "_")):
-            out[entry.rel[len(staging) + 1:]] = target.read_parquet(entry.rel, [*NAMES, TS]).to_pylist()
+    for label, schema, cases in (("default", DEFAULT, DEFAULT_CASES), ("nested", NESTED, nested_cases())):
+        raw, files = write_raw(tmp_path_factory.mktemp(f"raw-{label}"), cases)
+        for name in ("arrow", "spark"):
+            target = Storage(tmp_path_factory.mktemp(f"target-{label}-{name}").as_uri())
+            engine = ArrowEngine(raw, target) if name == "arrow" else spark_engine(raw, target)
+            out[(label, name)] = compact(engine, raw, files, target, schema, f"{label}-{name}")
     return out
 
 
-def schema_of(target: Storage, staging: str) -> set[tuple]:
-    """(field, Arrow type, Parquet physical and logical type) of every file under ``staging``."""
-    out = set()
-    for entry in target.list(staging):
-        if entry.rel.endswith(".parquet"):
-            meta = target.parquet_metadata(entry.rel)
-            types = meta.schema.to_arrow_schema()
-            for i in range(len(meta.schema)):
-                col = meta.schema.column(i)
-                out.add((col.name, str(types.field(col.name).type), col.physical_type, str(col.logical_type)))
-    return out
-
-
-def expected_rows(engine: str, held: set[tuple] = frozenset()) -> list[Row]:
-    """The good rows, one per (run_id, seq) not ``held`` by the table: the first in path order,
-    except for CONFLICTING keys."""
-    kept: dict[tuple, Row] = {}
-    for case in sorted(CASES, key=lambda c: c.rel):
-        for r in case.rows if case.rows != MALFORMED else []:
-            if None not in r:
-                kept.setdefault((r[NAMES.index("run_id")], r[NAMES.index("seq")]), r)
-    kept.update({(r["run_id"], r["seq"]): row(r) for r in KEPT[engine] if (r["run_id"], r["seq"]) in CONFLICTING})
-    return [r for key, r in kept.items() if key not in held]
-
-
-def check_written(files: dict[str, list[dict]], expected: list[Row], max_files: int) -> None:
-    """The expected rows once each, ``ts`` = timestamp_ms, one UTC day per folder, files sorted."""
-    rows = [r for rs in files.values() for r in rs]
-    assert len({tuple(r[k] for k in KEY) for r in rows}) == len(rows), "a (run_id, seq) written twice"
-    assert tuples([tuple(r[n] for n in NAMES) for r in rows]) == tuples(expected)
-    for path, rs in files.items():
-        assert rs, path
-        for r in rs:
-            assert r[TS] == datetime.fromtimestamp(r[TIME] / 1000, timezone.utc)
-            assert path.split("/", 1)[0] == f"ts_day={r[TS]:%Y-%m-%d}", path
-        order = [(r[TIME], r["run_id"], r["seq"]) for r in rs]
-        assert order == sorted(order), path
-    days = {p.split("/", 1)[0] for p in files}
-    assert len(days) <= len(files) <= max_files + len(days) - 1  # about ``files`` ranges, cut at midnight
-
-
-def as_set(files: dict[str, list[dict]]) -> set[tuple]:
-    """Every row with ``ts``, but those of CONFLICTING keys."""
-    return {tuple(norm(r[n]) for n in (*NAMES, TS)) for rs in files.values() for r in rs
-            if (r["run_id"], r["seq"]) not in CONFLICTING}
-
-
-@pytest.mark.parametrize("files", [1, 3])
-def test_arrow_writes(arrow: Batch, target: Storage, files: int) -> None:
-    arrow.engine.write([], files, f"arrow-{files}")
-    check_written(written(target, f"arrow-{files}"), expected_rows("arrow"), files)
+def summaries(run: Run) -> dict[str, tuple]:
+    return {rel: (s.records, s.bad, s.reason, s.min_ms, s.max_ms) for rel, s in run.done.files.items()}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("files", [1, 3])
-def test_engines_write_the_same_parquet(spark: Batch, arrow: Batch, target: Storage, files: int) -> None:
-    spark.engine.write([], files, f"spark-{files}")
-    arrow.engine.write([], files, f"arrow-{files}-parity")
-    theirs, ours = written(target, f"spark-{files}"), written(target, f"arrow-{files}-parity")
-    assert len(json_array(DUP_1)) > len(json_array(DUP_0))  # Spark keeps the larger file's reading
-    check_written(theirs, expected_rows("spark"), files)
-    check_written(ours, expected_rows("arrow"), files)
-    assert as_set(ours) == as_set(theirs)
-    assert {p.split("/", 1)[0] for p in ours} == {p.split("/", 1)[0] for p in theirs} == {
-        "ts_day=2025-11-21", "ts_day=2025-11-22"}
-    schema = schema_of(target, f"spark-{files}")
-    assert schema_of(target, f"arrow-{files}-parity") == schema
-    assert {c[:3] for c in schema} == {
-        *((n, "string", "BYTE_ARRAY") for n in ("sensor_id", "run_id", "location")),
-        *((n, "int64", "INT64") for n in ("seq", "timestamp_ms")),
-        *((n, "double", "DOUBLE") for n in ("temperature", "humidity", "pressure")),
-        (TS, "timestamp[us, tz=UTC]", "INT64")}
-    assert any(c[0] == TS and "isAdjustedToUTC=true, timeUnit=microseconds" in c[3] for c in schema)
+@pytest.mark.parametrize("label, cases", [("default", DEFAULT_CASES), ("nested", nested_cases())])
+def test_each_file_is_read_as_the_contract_says(runs: dict, label: str, cases: list[Case]) -> None:
+    for engine in ("arrow", "spark"):
+        got = runs[(label, engine)].done.files
+        for case in cases:
+            s = got[case.rel]
+            assert (s.records, s.bad, s.reason) == (case.records, case.bad, case.reason), (engine, case.rel)
 
 
 @pytest.mark.slow
-def test_engines_leave_out_keys_the_table_holds(spark: Batch, arrow: Batch, target: Storage) -> None:
-    held = [CROSSING[0], CROSSING[7], GOOD_B[2], DUP_0[0]]
-    target.write_parquet("data/existing.parquet",  # a table data file; one key the batch does not have
-                         pa.Table.from_pylist([*held, {**CROSSING[1], "run_id": "run-elsewhere"}], schema=SCHEMA))
-    existing = [target.uri("data/existing.parquet")]
-    spark.engine.write(existing, 1, "spark-existing")
-    arrow.engine.write(existing, 1, "arrow-existing")
-    keys = {(r["run_id"], r["seq"]) for r in held}
-    theirs, ours = written(target, "spark-existing"), written(target, "arrow-existing")
-    check_written(theirs, expected_rows("spark", keys), 1)
-    check_written(ours, expected_rows("arrow", keys), 1)
-    assert as_set(ours) == as_set(theirs)
+@pytest.mark.parametrize("label", ["default", "nested"])
+def test_the_engines_make_the_same_table(runs: dict, label: str) -> None:
+    arrow, spark = runs[(label, "arrow")], runs[(label, "spark")]
+    assert summaries(spark) == summaries(arrow)
+    assert spark.rows() == arrow.rows() and arrow.rows()
+    assert spark.partitions() == arrow.partitions()
+    assert spark.bad_records() == arrow.bad_records() and len(arrow.bad_records()) == arrow.done.bad_records
+    assert spark.done.duplicates_dropped == arrow.done.duplicates_dropped
+    assert spark.done.undeclared == arrow.done.undeclared
+    assert len(spark.done.written) > len(arrow.done.written)  # several tasks: files of their own
 
-
-# --- the documented divergence -------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_single_quoted_json_divergence(tmp_path: Path, spark_engine: Callable[[Storage], Engine],
-                                       target: Storage) -> None:
-    raw, files = write_raw(tmp_path, [DIVERGENT])
-    assert read(spark_engine(raw), raw, files).summaries == {DIVERGENT.rel: expected_summary(DIVERGENT.rows)}
-    assert read(ArrowEngine(raw, target), raw, files).summaries == {DIVERGENT.rel: expected_summary(DIVERGENT_ARROW)}
+def test_the_default_batch_keeps_one_reading_per_key_the_larger_files(runs: dict) -> None:
+    arrow = runs[("default", "arrow")]
+    rows = arrow.rows()
+    keys = [(r["sensor_id"], r["run_id"], r["seq"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    duplicated = {(r["sensor_id"], r["run_id"], r["seq"]) for r in DUP_SMALL}
+    assert {r["location"] for r in rows if (r["sensor_id"], r["run_id"], r["seq"]) in duplicated} == {"x" * 40}
+    held = {(r["sensor_id"], r["run_id"], r["seq"]) for r in HELD[:3]}
+    assert not held & set(keys)  # the table holds them already
+    good = sum(c.records - c.bad for c in DEFAULT_CASES)
+    assert arrow.done.duplicates_dropped == len(DUP_SMALL) + len(held) == good - len(rows)
+    assert arrow.done.undeclared == {"firmware": 1}
+    assert arrow.partitions() == {"ts_day=2025-11-21", "ts_day=2025-11-22"}
+    reasons = {reason for _, reason, _ in arrow.bad_records()}
+    assert reasons == {"field seq: expected an integer, got a string", "field temperature: expected a number, got a boolean",
+                       "missing field location", "field sensor_id: expected a string, got an integer"}
+
+
+@pytest.mark.slow
+def test_the_nested_batch_holds_its_values_as_declared(runs: dict) -> None:
+    run = runs[("nested", "arrow")]
+    rows = {r["seq"]: r for r in run.rows()}
+    assert len(rows) == 40 - 4 and run.done.duplicates_dropped == 5
+    assert rows[0]["tags"] == [("k0", "tags-0"), ("k1", "tags-1")]
+    assert rows[4]["ok"] is None and rows[10]["ok"] is True     # the first file's reading of 10 stayed
+    assert str(rows[7]["event_time"]) == "2025-11-21 18:59:59.999999+00:00"
+    assert all(p.startswith("event_time_day=2025-11-") and "/device_id_bucket=" in p for p in run.partitions())
+    table = pq.read_table(run.target.local_path(run.done.written[0].rel))
+    assert table.schema.field("gps").metadata[b"PARQUET:field_id"]  # field ids: renames are safe
