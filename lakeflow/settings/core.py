@@ -126,7 +126,7 @@ class TableSchemaSettings(EnvModel):
     table_schema: LocalPath | None = Field(
         None,
         alias="TABLE_SCHEMA",
-        examples=["schemas/my-sensor.schema.json"],
+        examples=["docs/schemas/vibration-sensor.schema.json"],
         description="A JSON Schema file (draft 2020-12) of the records; unset: lakeflow's default sensor reading "
         "(lakeflow/schema/sensor-reading.schema.json).",
     )

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakeflow.compaction.config import CRASH_EXIT, ENV_CRASH_AT
-from lakeflow.compaction.engine import EMPTY, MALFORMED
+from lakeflow.compaction.parse import EMPTY, MALFORMED
 from lakeflow.compaction.files import Storage
 from lakeflow.compaction.lease import Lease
 from lakeflow.compaction.naming import timestamp

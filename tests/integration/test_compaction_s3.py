@@ -71,8 +71,12 @@ class Lakehouse:
 
     def compact(self, engine: str, report: Path, *extra: str) -> subprocess.CompletedProcess:
         """``lakeflow compact`` as a user runs it; exit 0 and no secret in what it printed."""
+        return self.compact_with(self.env, engine, report, *extra)
+
+    def compact_with(self, env: dict, engine: str, report: Path, *extra: str) -> subprocess.CompletedProcess:
+        """``lakeflow compact`` in ``env``; exit 0 and no secret in what it printed."""
         cmd = [LAKEFLOW, "compact", "--engine", engine, "--report", str(report), *JOB_FLAGS, *extra]
-        done = subprocess.run(cmd, env=self.env, cwd=self.home.parent, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(cmd, env=env, cwd=self.home.parent, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             log = report.with_suffix(".log")
             log.write_text(done.stdout + done.stderr)
@@ -80,6 +84,14 @@ class Lakehouse:
             pytest.fail(f"lakeflow compact exited {done.returncode} (all of it: {log}):\n" + "\n".join(lines[-60:]))
         self.assert_no_secret(done.stdout + done.stderr + " ".join(cmd))
         return done
+
+    def lakeflow_plan(self, env: dict) -> str:
+        """``lakeflow schema plan --json`` in ``env``: its output (exit 0)."""
+        done = subprocess.run([LAKEFLOW, "schema", "plan", "--json"], env=env, cwd=self.home.parent,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        self.assert_no_secret(done.stdout + done.stderr)
+        return done.stdout
 
     def secrets(self) -> list[str]:
         return [self.standin.token, self.iceberg.secret_key, self.admin.secret_key, *self.standin.vended_secrets]
@@ -195,11 +207,11 @@ def test_arrow_engine_compacts_s3_with_vended_credentials(lakehouse: Lakehouse, 
     check_rerun_and_outputs(lakehouse, "arrow", tmp_path)
 
 
-def test_spark_engine_compacts_s3_through_s3a_with_vended_credentials(lakehouse: Lakehouse, tmp_path: Path) -> None:
+def test_spark_engine_compacts_s3_in_its_executors_with_vended_credentials(lakehouse: Lakehouse, tmp_path: Path) -> None:
     done = lakehouse.compact("spark", tmp_path / "report.json")
     assert "starting the Spark session" in done.stderr
     parquet = check_compacted(lakehouse, "spark", tmp_path / "report.json")
-    assert b"org.apache.spark.version" in parquet.schema.metadata  # written by Spark, i.e. through S3A
+    assert parquet.schema.to_arrow_schema().field("seq").metadata[b"PARQUET:field_id"] == b"3"  # lakeflow's writer
     check_rerun_and_outputs(lakehouse, "spark", tmp_path)
 
 
@@ -253,3 +265,54 @@ def test_every_iceberg_command_takes_the_warehouse_uuid_or_its_name(lakehouse: L
                               text=True, timeout=300)
         assert done.returncode == 2, (args, done.stderr[-2000:])
         assert "Traceback" not in done.stderr and "NoSuchWarehouseException" in done.stderr, (args, done.stderr)
+
+
+def test_the_schema_evolves_through_the_iceberg_rest_catalog_on_s3(lakehouse: Lakehouse, tmp_path: Path) -> None:
+    """A firmware update adds a field and renames one: `lakeflow schema plan` lists the changes, the next
+    compaction applies them in its commit through the REST catalog (files on S3, IAM enforced), old and new
+    records compact together; a refused change stops the run in one line, nothing committed."""
+    from lakeflow.schema.declared import default_schema_text
+
+    lakehouse.compact("arrow", tmp_path / "v1.json")
+    doc = json.loads(default_schema_text())
+    doc["properties"]["battery"] = {"type": "number", "x-iceberg-type": "float"}
+    doc["properties"]["site"] = dict(doc["properties"].pop("location"), **{"x-renamed-from": "location"})
+    doc["required"] = [r if r != "location" else "site" for r in doc["required"]]
+    v2 = tmp_path / "v2.schema.json"
+    v2.write_text(json.dumps(doc))
+    env = {**lakehouse.env, "TABLE_SCHEMA": str(v2)}
+    planned = json.loads(lakehouse.lakeflow_plan(env))
+    assert [(c["action"], c["field"]) for c in planned["changes"]] == [("apply", "battery"), ("apply", "site")]
+
+    settings = load_settings(lakehouse.env)
+    vended = open_catalog(settings).load(settings.namespace, settings.table, vended=True).storage.merged()
+    writer = _client(vended, lakehouse.location)
+    new = [{**{k: v for k, v in r.items() if k != "location"}, "site": r["location"], "battery": 3.5}
+           for r in readings("run-v2", 20, start_ms=DAY + 7_200_000, step_ms=30_000, seed=8)]
+    old = readings("run-v1", 20, start_ms=DAY + 7_300_000, step_ms=30_000, seed=9)  # still the old firmware
+    writer.put_object(Bucket=lakehouse.bucket, Key=f"{lakehouse.prefix}/2025-11-21--02/part-v2-0-0.json",
+                      Body=json_array(new).encode())
+    writer.put_object(Bucket=lakehouse.bucket, Key=f"{lakehouse.prefix}/2025-11-21--02/part-v1-0-0.json",
+                      Body=json_array(old).encode())
+    done = lakehouse.compact_with(env, "spark", tmp_path / "v2.json")
+    assert "[schema] apply" in done.stderr
+    table = iceberg_catalog(settings).load_table((*NAMESPACE, TARGET))
+    ids = {f.name: f.field_id for f in table.schema().fields}
+    assert ids["site"] == 8 and ids["battery"] > 9  # the renamed column kept location's id
+    rows = table.scan().to_arrow().to_pylist()
+    assert len(rows) == 120 + 40
+    by_run = {r["run_id"]: r for r in rows}
+    assert by_run["run-v2"]["battery"] == 3.5 and by_run["run-v1"]["battery"] is None
+    assert by_run["run-s3"]["site"] is not None  # written before the rename, read by id
+
+    doc["properties"]["seq"] = {"type": "string"}
+    v3 = tmp_path / "v3.schema.json"
+    v3.write_text(json.dumps(doc))
+    before = (table.metadata.current_snapshot_id, table.schema().schema_id, lakehouse.keys())
+    refused = subprocess.run([LAKEFLOW, "compact"], env={**lakehouse.env, "TABLE_SCHEMA": str(v3)},
+                             cwd=lakehouse.home.parent, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1].startswith(
+        "lakeflow compact: schema change refused, nothing committed: seq: long → string")
+    table.refresh()
+    assert (table.metadata.current_snapshot_id, table.schema().schema_id, lakehouse.keys()) == before

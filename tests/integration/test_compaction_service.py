@@ -178,7 +178,7 @@ def test_a_held_lease_is_a_log_line_and_the_next_tick_compacts(home: LakeflowHom
 
     config = load_config(env=home.env)  # the test holds the lease as another compactor would
     target = open_target(iceberg_catalog(config.settings), config.namespace, config.target_table,
-                         f"file://{home.raw}")
+                         f"file://{home.raw}", config.schema)
     write_parts(home.raw, readings("run-a", 100, start_ms=DAY_MS), 10, bucket_folders=True)
     with Lease(target.storage, "someone-else", config.target_name, 30):
         proc = start_service(home, "--every", "1s")

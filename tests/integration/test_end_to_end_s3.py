@@ -29,7 +29,7 @@ import pytest
 from lakeflow.compaction.commit import iceberg_catalog
 from lakeflow.ingest.storage import cluster_storage
 from lakeflow.lineage.datasets import PARAM_RUN_ID, catalog_alias, from_location
-from lakeflow.readings import NAMES
+from lakeflow.schema import load_schema
 from lakeflow.settings import load_settings
 from tests.support.fixtures_flink import packaged_job_args
 from tests.support.fixtures_lakekeeper import NAMESPACE
@@ -113,7 +113,7 @@ def test_register_ingest_compact_harvest_is_one_lineage_on_s3(moto_iam, make_fli
         table = iceberg_catalog(load_settings(env)).load_table((*NAMESPACE, TARGET))
         iceberg_location = table.location()
         assert iceberg_location == f"{wh.base}/{NAMESPACE[0]}/{TARGET}"
-        rows = table.scan().to_arrow().select(list(NAMES)).to_pylist()
+        rows = table.scan().to_arrow().select(list(load_schema().names)).to_pylist()
         assert len(rows) == NUM_RECORDS
         assert sorted((x["run_id"], x["seq"]) for x in rows) == [(run_id, n) for n in range(NUM_RECORDS)]
         by_key = {(x["run_id"], x["seq"]): x for x in readings}

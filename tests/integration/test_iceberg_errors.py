@@ -16,6 +16,7 @@ import requests
 from lakeflow.catalog.errors import (AccessDenied, CatalogError, CatalogUnavailable, CommitConflict,
                                      CommitStateUnknown, TableNotFound)
 from lakeflow.compaction.commit import Target, commit, iceberg_catalog, open_target
+from lakeflow.schema import load_schema
 from lakeflow.settings import Settings, load_settings
 from tests.support.iceberg_rest import WAREHOUSE_NAME, IcebergRestServer
 from tests.standins.http_stub import QuietHandler, send_json, serve, stop, url_of
@@ -91,11 +92,11 @@ def _settings(lakekeeper: str, server: IcebergRestServer, home: Path) -> Setting
 def _target(settings: Settings, server: IcebergRestServer, table: str) -> Target:
     catalog = iceberg_catalog(settings)
     catalog.properties["s3.region"] = server.s3.region
-    return open_target(catalog, ("iot",), table, SOURCE, s3_endpoint=settings.s3_endpoint)
+    return open_target(catalog, ("iot",), table, SOURCE, load_schema(), s3_endpoint=settings.s3_endpoint)
 
 
 def _commit(target: Target, run: str) -> int:
-    return commit(target, [], f"{SOURCE}/_lakeflow/{run}.json.gz", SOURCE, run, {})
+    return commit(target, [], f"{SOURCE}/_lakeflow/{run}.json.gz", SOURCE, run, {}, load_schema())
 
 
 def _named(err: CatalogError, table: str) -> None:

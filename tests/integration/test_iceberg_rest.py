@@ -17,8 +17,9 @@ import requests
 from botocore.exceptions import ClientError
 
 from lakeflow.compaction.commit import LEDGER_PROPERTY, CommitConflict, Target, commit, iceberg_catalog, open_target
-from lakeflow.readings import FIELDS
+from lakeflow.schema import load_schema
 from lakeflow.settings import Settings, load_settings
+from tests.support.fixtures_compaction import written_file
 from tests.support.iceberg_rest import ARTIFACTS, WAREHOUSE_NAME, IcebergRestServer, IcebergRestUnavailable, ensure_server_jars
 
 DAY_MS = 1763683200000  # 2025-11-21T00:00:00Z
@@ -36,7 +37,7 @@ def _target(server: IcebergRestServer, settings: Settings, table: str, source: s
     (Lakekeeper vends both): S3_ENDPOINT reaches pyiceberg's FileIO, the region is a client property."""
     catalog = iceberg_catalog(settings)
     catalog.properties["s3.region"] = server.s3.region
-    return open_target(catalog, NAMESPACE, table, source, s3_endpoint=settings.s3_endpoint)
+    return open_target(catalog, NAMESPACE, table, source, load_schema(), s3_endpoint=settings.s3_endpoint)
 
 
 def _s3(server: IcebergRestServer, access_key: str, secret_key: str):
@@ -44,16 +45,12 @@ def _s3(server: IcebergRestServer, access_key: str, secret_key: str):
                         aws_access_key_id=access_key, aws_secret_access_key=secret_key)
 
 
-def _put_parquet(target: Target, rel: str, seqs: range) -> str:
-    """Write readings ``seqs`` as Parquet (the compacted schema) under the table, through lakeflow's own
-    storage access (the vended keys, S3_ENDPOINT) as the arrow engine does; returns the file's URI."""
-    types = {str: pa.string(), int: pa.int64(), float: pa.float64()}
-    schema = pa.schema([*(pa.field(n, types[t]) for n, t in FIELDS), pa.field("ts", pa.timestamp("us", tz="UTC"))])
+def _put_parquet(target: Target, tag: str, seqs: range):
+    """Readings ``seqs`` as a data file of the table (under data/<tag>/), written as the engines write
+    them through lakeflow's own storage access (the vended keys, S3_ENDPOINT): (URI, WrittenFile)."""
     rows = [{"sensor_id": "sensor-001", "run_id": "r", "seq": s, "timestamp_ms": DAY_MS + s, "temperature": 1.0,
-             "humidity": 50.0, "pressure": 1000.0, "location": "lab",
-             "ts": datetime.fromtimestamp((DAY_MS + s) / 1000, tz=timezone.utc)} for s in seqs]
-    target.storage.write_parquet(rel, pa.Table.from_pylist(rows, schema=schema))
-    return target.storage.uri(rel)
+             "humidity": 50.0, "pressure": 1000.0, "location": "lab"} for s in seqs]
+    return written_file(target, rows, tag=tag)
 
 
 @pytest.mark.slow  # Maven is a JVM
@@ -98,17 +95,17 @@ def test_open_target_commit_and_a_stale_commit_conflicts(iceberg_rest: IcebergRe
     assert target.table.io.properties["s3.access-key-id"] == iceberg_rest.access_key
     assert target.s3a is not None and target.s3a.hadoop["fs.s3a.access.key"] == iceberg_rest.access_key
 
-    first = _put_parquet(target, "data/ts_day=2025-11-21/f1.parquet", range(3))
-    snap = commit(target, [first], f"{source}/_lakeflow/l1.json.gz", source, "run-1", {"lakeflow.raw-files": "2"})
-    other = _put_parquet(target, "data/ts_day=2025-11-21/f2.parquet", range(3, 5))
+    first = _put_parquet(target, "f1", range(3))
+    snap = commit(target, [first], f"{source}/_lakeflow/l1.json.gz", source, "run-1", {"lakeflow.raw-files": "2"}, load_schema())
+    other = _put_parquet(target, "f2", range(3, 5))
     with pytest.raises(CommitConflict, match="changed while this run worked"):
-        commit(stale, [other], f"{source}/_lakeflow/l2.json.gz", source, "run-2", {})
+        commit(stale, [other], f"{source}/_lakeflow/l2.json.gz", source, "run-2", {}, load_schema())
 
     behind = _target(iceberg_rest, settings, "commit-conflict", source)      # at snapshot 1
     assert behind.snapshot_id == snap
-    snap2 = commit(target, [other], f"{source}/_lakeflow/l2.json.gz", source, "run-2", {})
+    snap2 = commit(target, [other], f"{source}/_lakeflow/l2.json.gz", source, "run-2", {}, load_schema())
     with pytest.raises(CommitConflict, match="changed while this run worked"):
-        commit(behind, [], f"{source}/_lakeflow/l3.json.gz", source, "run-3", {})
+        commit(behind, [], f"{source}/_lakeflow/l3.json.gz", source, "run-3", {}, load_schema())
 
     # a fresh load through the server: two snapshots, the ledger of run 2, the rows read from moto
     # with the vended keys (moto checks every signature and the key's IAM policy)

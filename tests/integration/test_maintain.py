@@ -21,6 +21,7 @@ from typing import Iterator
 
 import pytest
 
+from lakeflow.schema import load_schema
 from lakeflow.compaction.commit import (
     LEDGER_PROPERTY,
     RUN_PROPERTY,
@@ -135,7 +136,7 @@ def test_maintain_on_the_rest_catalog(rest_target: Target) -> None:
         commit(target, [uri], f"{source}/_lakeflow/l{n}.json.gz", source, str(uuid.uuid4()), {})
     before = rows(target.table)
     target.storage.write("data/stray.parquet", b"orphan")
-    report = maintain(target, options(orphan_min_age_s=0))
+    report = maintain(target, options(orphan_min_age_s=0), load_schema())
     assert [(r.files_before, r.files_after) for r in report.rewrites] == [(3, 1)]
     assert report.orphans == ["data/stray.parquet"] and len(report.snapshots_expired) == 3
     table = target.table
