@@ -4,22 +4,30 @@ built with openlineage-python (:mod:`lakeflow.lineage.openlineage`).
 Dataset names come from :mod:`lakeflow.lineage.datasets`, derived exactly as the Flink job
 declares its sink (location → canonical name; catalog identity as a symlink alias), so the
 harvester joins both engines' lineage into one graph.
+
+Both datasets carry the standard ``schema`` facet: the raw table its declared fields (the records as
+JSON carries them) on every event, the Iceberg table its schema as the run left it on the final
+event (the table's current schema: after a commit, the evolved one its data files were written with,
+which the commit asserts).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from openlineage.client.facet_v2 import processing_engine_run
+from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from lakeflow.compaction.commit import Target, iceberg_catalog_uri
 from lakeflow.compaction.config import CompactConfig
 from lakeflow.compaction.report import CompactionReport
 from lakeflow.compaction.source import RawTable
 from lakeflow.lineage import openlineage as ol
+from lakeflow.lineage.columns import ELEMENT, KEY, VALUE, Column
 from lakeflow.lineage.datasets import DatasetId, catalog_alias, from_location
+from lakeflow.schema.types import spelled
 
 JOB_NAMESPACE = "lakeflow"
 INTEGRATION = "LAKEFLOW"  # lakeflow's own job and events, whichever engine ran (processing_engine says which)
@@ -38,6 +46,24 @@ def engine_facet(engine: str) -> processing_engine_run.ProcessingEngineRunFacet 
     except PackageNotFoundError:
         found = "unknown"
     return processing_engine_run.ProcessingEngineRunFacet(version=found, name=engine, producer=ol.PRODUCER)
+
+
+def columns(fields: Iterable[NestedField]) -> tuple[Column, ...]:
+    """Iceberg fields as lineage columns: types as lakeflow spells them (``long``, ``decimal(9,2)``,
+    ``struct<lat: double>``), the docs as descriptions; a struct's fields nested, a list's element and
+    a map's key and value as the fields ``_element``, ``key`` and ``value``."""
+    return tuple(_column(f.name, f.field_type, f.doc) for f in fields)
+
+
+def _column(name: str, t: IcebergType, doc: str | None = None) -> Column:
+    nested: tuple[Column, ...] = ()
+    if isinstance(t, StructType):
+        nested = columns(t.fields)
+    elif isinstance(t, ListType):
+        nested = (_column(ELEMENT, t.element_type),)
+    elif isinstance(t, MapType):
+        nested = (_column(KEY, t.key_type), _column(VALUE, t.value_type))
+    return Column(name, spelled(t), doc or "", nested)
 
 
 def job_name(config: CompactConfig) -> str:
@@ -70,25 +96,38 @@ def target_datasets(config: CompactConfig, raw: RawTable, target: Target) -> tup
 
 class LineageRun:
     """Builds the run's events with openlineage-python and writes them into the lineage store;
-    the final event's input/output statistics facets carry the report's figures."""
+    the final event's input/output statistics facets carry the report's figures, its output's schema
+    facet the Iceberg table's schema."""
 
     def __init__(self, config: CompactConfig, raw: RawTable, target: Target, report: CompactionReport) -> None:
-        self.config, self.report = config, report
+        self.config, self.report, self.target = config, report, target
         self.raw, self.raw_alias = raw_datasets(config, raw)
         self.out, self.out_alias = target_datasets(config, raw, target)
+        self.declared = columns(config.schema.fields.fields)
         self.transport = ol.StoreTransport(config.settings.lineage_dir)
 
     def event(self, event_type: str, run_facets: dict[str, Any], final: bool):
         if final:
             r = self.report
-            inputs = [ol.input_dataset(self.raw, [self.raw_alias], rows=r.rows_in, size=r.bytes_in, files=r.files_in)]
+            inputs = [
+                ol.input_dataset(
+                    self.raw, [self.raw_alias], rows=r.rows_in, size=r.bytes_in, files=r.files_in, columns=self.declared
+                )
+            ]
             outputs = [
-                ol.output_dataset(self.out, [self.out_alias], rows=r.rows_out, size=r.bytes_out, files=r.files_out)
+                ol.output_dataset(
+                    self.out,
+                    [self.out_alias],
+                    rows=r.rows_out,
+                    size=r.bytes_out,
+                    files=r.files_out,
+                    columns=columns(self.target.table.schema().fields),
+                )
             ]
             run_facets = {**run_facets, "lakeflow_compaction": ol.compaction_facet(r.facet())}
         else:
             inputs, outputs = (
-                [ol.input_dataset(self.raw, [self.raw_alias])],
+                [ol.input_dataset(self.raw, [self.raw_alias], columns=self.declared)],
                 [ol.output_dataset(self.out, [self.out_alias])],
             )
         engine = engine_facet(self.report.engine)

@@ -4,6 +4,11 @@ reads) or to a GMS over REST (``POST /aspects?action=ingestProposalBatch``).
 URNs: ``urn:li:dataFlow:(flink,<job name>,<env>)``, ``urn:li:dataJob:(<flow>,<job name | vertex id>)``,
 ``urn:li:dataProcessInstance:<guid>`` (DataHub's guid of orchestrator, cluster = env and the
 run id: a Flink job id or a compaction run id), datasets from :mod:`lakeflow.lineage.datasets`.
+
+A dataset with columns gets a ``schemaMetadata`` aspect. Its field paths are DataHub's v2 paths
+(``[version=2.0].[type=struct].[type=struct].gps.[type=double].lat``), as DataHub's Iceberg source
+writes them: a v1 path (``gps.lat``) cannot tell a struct's field from a list's element's
+(``samples.x``) nor a map's value's, and one schema's paths are all of one version.
 """
 
 from __future__ import annotations
@@ -14,12 +19,29 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lakeflow.errors import LakeflowError
+from lakeflow.lineage.columns import LISTS, MAPS, STRUCTS, Column
 from lakeflow.lineage.datasets import DatasetId
-from lakeflow.lineage.graph import Graph, Run
+from lakeflow.lineage.graph import Dataset, Graph, Run
 from lakeflow.secret import Secret, redact_url
 
 ACTOR = "urn:li:corpuser:datahub"
 BATCH = 100
+UNKNOWN_STAMP = {"time": 0, "actor": "urn:li:corpuser:unknown"}  # DataHub's default audit stamp
+V2_ROOT = "[version=2.0].[type=struct]"
+# a column type's first word → DataHub's type (com.linkedin.schema.*); a time type: TimeType; else NullType
+FIELD_TYPES = {
+    **dict.fromkeys(("string", "varchar", "char", "text", "uuid"), "StringType"),
+    **dict.fromkeys(
+        ("int", "integer", "long", "bigint", "smallint", "tinyint", "float", "double", "real", "decimal", "numeric"),
+        "NumberType",
+    ),
+    **dict.fromkeys(("boolean", "bool"), "BooleanType"),
+    "date": "DateType",
+    **dict.fromkeys(("binary", "varbinary", "bytes", "fixed"), "BytesType"),
+    **dict.fromkeys(STRUCTS, "RecordType"),
+    **dict.fromkeys(LISTS, "ArrayType"),
+    **dict.fromkeys(MAPS, "MapType"),
+}
 
 
 class EmitError(LakeflowError, RuntimeError):
@@ -116,11 +138,71 @@ def proposals(
                 {"platform": f"urn:li:dataPlatform:{d.id.platform}", "name": name, "origin": env},
             )
         )
+        if d.schema:
+            out.append(_mcp("dataset", urn, "schemaMetadata", schema_metadata(d, name)))
     for r in graph.runs:
         out.extend(_run(u, r))
     for urn in sorted(removed):
         out.append(_mcp(urn.split(":")[2], urn, "status", {"removed": True}))
     return out
+
+
+def schema_metadata(d: Dataset, name: str) -> dict[str, Any]:
+    """The ``schemaMetadata`` aspect of a dataset with columns (``name``: its name in its URN): the
+    columns' JSON as the raw schema (``OtherSchema``), its SHA-1 as the hash, a field per column and
+    per field of a struct (of a list's or map's structs too)."""
+    raw = json.dumps([c.facet() for c in d.schema], sort_keys=True, separators=(",", ":"))
+    return {
+        "schemaName": name,
+        "platform": f"urn:li:dataPlatform:{d.id.platform}",
+        "version": 0,
+        "created": UNKNOWN_STAMP,
+        "lastModified": UNKNOWN_STAMP,
+        "hash": hashlib.sha1(raw.encode(), usedforsecurity=False).hexdigest(),
+        "platformSchema": {"com.linkedin.schema.OtherSchema": {"rawSchema": raw}},
+        "fields": _schema_fields(d.schema, V2_ROOT),
+    }
+
+
+def _schema_fields(columns: Sequence[Column], parent: str) -> list[dict[str, Any]]:
+    out = []
+    for c in columns:
+        path = f"{parent}.{_path_types(c)}.{c.name}"
+        field: dict[str, Any] = {
+            "fieldPath": path,
+            "nullable": not c.type.rstrip().upper().endswith("NOT NULL"),  # a table's columns are, unless said
+            "type": {"type": {f"com.linkedin.schema.{_field_type(c)}": _type_details(c)}},
+            "nativeDataType": c.type,
+            "recursive": False,
+            "isPartOfKey": False,
+        }
+        if c.description:
+            field["description"] = c.description
+        out.append(field)
+        out.extend(_schema_fields(c.members, path))
+    return out
+
+
+def _path_types(c: Column) -> str:
+    """A column's types in a v2 path: ``[type=long]``, ``[type=struct]``, ``[type=array].[type=struct]``,
+    ``[type=map].[type=double]`` (a map's value)."""
+    if c.kind in LISTS:
+        return f"[type=array].{_path_types(c.element)}"
+    if c.kind in MAPS:
+        return f"[type=map].{_path_types(c.value)}"
+    return "[type=struct]" if c.kind in STRUCTS else f"[type={c.kind or 'null'}]"
+
+
+def _field_type(c: Column) -> str:
+    return "TimeType" if c.kind.startswith("time") else FIELD_TYPES.get(c.kind, "NullType")
+
+
+def _type_details(c: Column) -> dict[str, Any]:
+    if c.kind in LISTS and c.element.type:
+        return {"nestedType": [c.element.type]}
+    if c.kind in MAPS:
+        return {k: v for k, v in (("keyType", c.key.type), ("valueType", c.value.type)) if v}
+    return {}
 
 
 def _platform_instance(entity_type: str, urn: str, platform: str, instance: str | None) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """The neutral JSON document: ``jobs`` (one per job id: job_id, name, state, inputs, outputs,
-unresolved, …), ``runs``, ``datasets``, ``edges``, ``flows``, ``tasks`` (operators with
-``--operator-granularity vertex``), ``failed_jobs`` and ``removed``. Keys and lists sorted:
-identical harvests give identical bytes. It holds everything the picture shows, so
+unresolved, …), ``runs``, ``datasets`` (with their ``schema``: the columns as the OpenLineage schema
+facet lists them, empty when unknown), ``edges``, ``flows``, ``tasks`` (operators with
+``--operator-granularity vertex``), ``failed_jobs`` and ``removed``. Keys and lists sorted (columns
+in their order): identical harvests give identical bytes. It holds everything the picture shows, so
 ``lakeflow lineage view`` renders a saved harvest (:mod:`lakeflow.lineage.render`)."""
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def document(graph: Graph, removed: Sequence[str] = ()) -> dict[str, Any]:
                 "path": d.id.name,
                 "aliases": [str(a) for a in d.aliases],
                 "platform_instance": d.platform_instance,
+                "schema": [c.facet() for c in d.schema],
             }
             for d in graph.datasets
         ],
@@ -145,6 +147,8 @@ def with_compaction_runs(doc: dict[str, Any], store: dict[str, Any]) -> dict[str
             if d["name"] != name:
                 aliases.add(d["name"])
             datasets[name]["aliases"] = sorted(aliases)
+            if d.get("schema"):  # the store's compaction runs describe it, newer
+                datasets[name]["schema"] = d["schema"]
         else:
             datasets[name] = dict(d)
     out["datasets"] = [datasets[n] for n in sorted(datasets)]

@@ -5,7 +5,8 @@ DataHub-compatible endpoint.
 
 A run gets START at its start time and, once it has ended, COMPLETE (FINISHED), FAIL (FAILED,
 with an ``errorMessage`` facet) or ABORT (CANCELED). A Flink job id is a UUID without dashes: it
-is the run id. Datasets carry their aliases in the ``symlinks`` facet.
+is the run id. Datasets carry their aliases in the ``symlinks`` facet and their columns in the
+``schema`` facet.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from datetime import datetime, timezone
 from functools import partial
 
 from lakeflow.errors import LakeflowError
+from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.emit_datahub import EmitError
 from lakeflow.lineage.graph import Graph
 from lakeflow.lineage.openlineage import (
     PRODUCER,
+    Dataset,
     LakeflowRunFacet,
     RunEvent,
     RunFacet,
@@ -28,6 +31,7 @@ from lakeflow.lineage.openlineage import (
     error_message,
     job_type,
     run_event,
+    schema,
 )
 from lakeflow.secret import Secret, redact_url
 
@@ -36,14 +40,19 @@ MARQUEZ_ENDPOINT = "api/v1/lineage"
 
 
 def events(graph: Graph, job_namespace: str | None = None) -> list[RunEvent]:
-    aliases = {d.id: d.aliases for d in graph.datasets}
+    known = {d.id: d for d in graph.datasets}
+
+    def ds(d: DatasetId) -> Dataset:
+        g = known.get(d)
+        return dataset(d, {"schema": schema(g.schema)} if g and g.schema else None, g.aliases if g else ())
+
     out = []
     for r in graph.runs:
         props = dict(r.properties)
         ns = props.get("openlineage_namespace") or job_namespace or r.orchestrator  # a compaction keeps its own
         name = props.get("openlineage_name") or r.flow
-        inputs = [dataset(d, aliases=aliases.get(d, ())) for d in r.inputs]
-        outputs = [dataset(d, aliases=aliases.get(d, ())) for d in r.outputs]
+        inputs = [ds(d) for d in r.inputs]
+        outputs = [ds(d) for d in r.outputs]
         run_facets: dict[str, RunFacet] = {
             "lakeflow_run": LakeflowRunFacet(
                 state=r.state,

@@ -9,7 +9,8 @@
 * **Run** (DataProcessInstance) per Flink job id and per compaction run id — every run the job
   store still holds, never one per name.
 * Datasets are canonical (:mod:`lakeflow.lineage.datasets`); a dataset named by an alias of
-  another (e.g. a catalog identity) is folded into the one with the location.
+  another (e.g. a catalog identity) is folded into the one with the location. A dataset's columns
+  are the newest a compaction run's events give it, else the newest lakeflow's listener pushed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from lakeflow.lineage.columns import Column
 from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.flink_rest import (
     CheckpointConfig,
@@ -74,6 +76,7 @@ class StoredRun:
     aliases: Mapping[DatasetId, tuple[DatasetId, ...]]
     properties: Mapping[str, str]
     io: IOMetrics = IOMetrics()  # rows/bytes from the final event's input/output statistics facets
+    schemas: Mapping[DatasetId, tuple[Column, ...]] = field(default_factory=dict)  # the datasets' schema facets
 
 
 @dataclass(frozen=True, order=True)
@@ -81,6 +84,7 @@ class Dataset:
     id: DatasetId
     aliases: tuple[DatasetId, ...] = ()
     platform_instance: str | None = None
+    schema: tuple[Column, ...] = ()  # its columns (empty: unknown)
 
 
 @dataclass(frozen=True, order=True)
@@ -193,10 +197,12 @@ def build(
     flink_version: str = "",
     failed_jobs: Iterable[tuple[str, str]] = (),
     include_runs: bool = True,
+    pushed: Iterable[StoredRun] = (),
 ) -> Graph:
     """The graph of every harvested job; sorted, so equal inputs give equal graphs. Without
     ``include_runs`` there are no runs (DataProcessInstances). ``rest_url`` is published without
-    credentials."""
+    credentials. ``pushed`` (the Flink runs lakeflow's listener pushed) give the schemas of the
+    datasets no compaction run describes."""
     flink_jobs, compaction_runs = list(flink_jobs), list(compaction_runs)
     rest_url = strip_credentials(rest_url)
     canon, instances = _Canon(), {}
@@ -304,12 +310,16 @@ def build(
         )
         tasks.append(Task(COMPACTION, flow, name, name, "BATCH", c(run.inputs), c(run.outputs), (), ()))
 
+    schemas: dict[DatasetId, tuple[Column, ...]] = {}
+    for source in (pushed, compaction_runs):  # a compaction's schema over the listener's, the newest run's last
+        for run in sorted(source, key=lambda r: (r.end_ms or r.start_ms or 0, r.run_id)):
+            schemas.update({canon.find(d): s for d, s in run.schemas.items()})
     datasets = []
     for d in sorted(known):
         root = canon.find(d)
         if root == d:
             aliases = tuple(sorted(a for a in canon.parent if a != d and canon.find(a) == d))
-            datasets.append(Dataset(d, aliases, instances.get(d)))
+            datasets.append(Dataset(d, aliases, instances.get(d), schemas.get(d, ())))
     return Graph(
         tuple(sorted(flows)),
         tuple(sorted(tasks)),

@@ -24,7 +24,7 @@ from lakeflow.lineage.flink_rest import (
     JobDetail,
     JobSummary,
 )
-from lakeflow.lineage.graph import FlinkJob, Graph, build
+from lakeflow.lineage.graph import FlinkJob, Graph, StoredRun, build
 from lakeflow.lineage.plan import job_references
 from lakeflow.lineage.report import HarvestReport
 from lakeflow.lineage.resolve import Resolution, Resolver
@@ -74,7 +74,8 @@ def harvest(config: HarvestConfig, report: HarvestReport | None = None) -> Harve
             report.jobs_failed[jid] = error
             log.warning("job %s: %s", jid, error)
         report.jobs_processed = len(jobs)
-        compaction_runs = []
+        compaction_runs: list[StoredRun] = []
+        pushed: list[StoredRun] = []  # the Flink runs lakeflow's listener pushed
         if config.lineage_dir is not None:
             from lakeflow.lineage import native
             from lakeflow.lineage.store import is_flink, read_events
@@ -83,9 +84,11 @@ def harvest(config: HarvestConfig, report: HarvestReport | None = None) -> Harve
             with report.timed("lineage store"):
                 events = list(read_events(config.lineage_dir))
                 compaction_runs = merge(e for e in events if not is_flink(e))
+                native_runs = native.runs(events)
                 jobs, report.native_runs = native.merge(
-                    jobs, native.runs(events), config, resolver, listed={s.jid for s in summaries}
+                    jobs, native_runs, config, resolver, listed={s.jid for s in summaries}
                 )
+                pushed = [n.run for n in native_runs]
             report.compaction_runs = len(compaction_runs)
         graph = build(
             jobs,
@@ -95,6 +98,7 @@ def harvest(config: HarvestConfig, report: HarvestReport | None = None) -> Harve
             flink_version=cluster.flink_version,
             failed_jobs=failed,
             include_runs=config.include_run_history,
+            pushed=pushed,
         )
     finally:
         client.close()

@@ -11,7 +11,8 @@ Events go to the transports directly, not through ``OpenLineageClient``: the cli
 from its environment (``OPENLINEAGE__*`` variables, tags, git location), so what is sent would
 differ from what is written, and identical harvests would no longer give identical events.
 
-lakeflow's own facets (``lakeflow_run``, ``lakeflow_compaction``) are custom facets whose
+Datasets with known columns carry the standard ``schema`` facet (:func:`schema`). lakeflow's own
+facets (``lakeflow_run``, ``lakeflow_compaction``) are custom facets whose
 ``_schemaURL`` names their JSON schema in ``docs/openlineage/``. Importing openlineage-python takes
 ~0.5 s: only the commands that write or send events import this module.
 """
@@ -35,6 +36,7 @@ from openlineage.client.facet_v2 import (
     input_statistics_input_dataset,
     job_type_job,
     output_statistics_output_dataset,
+    schema_dataset,
     symlinks_dataset,
 )
 from openlineage.client.serde import Serde
@@ -43,6 +45,7 @@ from openlineage.client.transport.transport import Transport
 
 from lakeflow import __version__
 from lakeflow.lineage import store
+from lakeflow.lineage.columns import Column
 from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.store import read_events  # noqa: F401  (the store's reader, re-exported)
 
@@ -88,6 +91,21 @@ def symlinks(aliases: Sequence[DatasetId]) -> symlinks_dataset.SymlinksDatasetFa
     )
 
 
+def schema(columns: Sequence[Column]) -> schema_dataset.SchemaDatasetFacet:
+    """The standard ``schema`` dataset facet of ``columns`` (their nested fields as
+    :mod:`lakeflow.lineage.columns` describes them)."""
+    return schema_dataset.SchemaDatasetFacet(fields=[_field(c) for c in columns], producer=PRODUCER)
+
+
+def _field(c: Column) -> schema_dataset.SchemaDatasetFacetFields:
+    return schema_dataset.SchemaDatasetFacetFields(
+        name=c.name,
+        type=c.type or None,
+        description=c.description or None,
+        fields=[_field(f) for f in c.fields] or None,
+    )
+
+
 def dataset(ds: DatasetId, facets: Mapping[str, Any] | None = None, aliases: Sequence[DatasetId] = ()) -> Dataset:
     """A dataset; ``aliases`` (e.g. the Lakekeeper identity) go into the symlinks facet."""
     all_facets = dict(facets or {})
@@ -102,9 +120,11 @@ def input_dataset(
     rows: int | None = None,
     size: int | None = None,
     files: int | None = None,
+    columns: Sequence[Column] = (),
 ) -> InputDataset:
-    """An input dataset, with the input statistics facet when figures are given."""
-    base = dataset(ds, aliases=aliases)
+    """An input dataset, with the input statistics facet when figures are given and the schema facet
+    when ``columns`` are."""
+    base = dataset(ds, {"schema": schema(columns)} if columns else None, aliases)
     facets: dict[str, InputDatasetFacet] = {}
     if (rows, size, files) != (None, None, None):
         facets["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
@@ -119,9 +139,11 @@ def output_dataset(
     rows: int | None = None,
     size: int | None = None,
     files: int | None = None,
+    columns: Sequence[Column] = (),
 ) -> OutputDataset:
-    """An output dataset, with the output statistics facet when figures are given."""
-    base = dataset(ds, aliases=aliases)
+    """An output dataset, with the output statistics facet when figures are given and the schema facet
+    when ``columns`` are."""
+    base = dataset(ds, {"schema": schema(columns)} if columns else None, aliases)
     facets: dict[str, OutputDatasetFacet] = {}
     if (rows, size, files) != (None, None, None):
         facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(

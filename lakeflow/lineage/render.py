@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from lakeflow.lineage.columns import flat, from_facet
 from lakeflow.lineage.graph import COMPACTION, compaction_label
 from lakeflow.lineage.layout import Box, Layout, layout
 
@@ -277,7 +278,8 @@ def view(doc: Mapping[str, Any]) -> View:
                         ("Written by", sorted(writers.get(name, ()))),
                         ("Read by", sorted(readers.get(name, ()))),
                     ]
-                ),
+                )
+                + _schema_section(ds.get("schema")),
             },
         )
 
@@ -352,6 +354,12 @@ def _props_section(title: str, props: Mapping[str, Any]) -> list[dict[str, Any]]
     if not props:
         return []
     return [{"title": title, "columns": ["key", "value"], "rows": [[k, str(v)] for k, v in sorted(props.items())]}]
+
+
+def _schema_section(schema: Any) -> list[dict[str, Any]]:
+    """A dataset's columns, one row each (nested ones by their dotted path)."""
+    rows = [[path, c.type, c.description] for path, c in flat(from_facet({"fields": schema}) if schema else ())]
+    return [{"title": "Schema", "columns": ["column", "type", "description"], "rows": rows}] if rows else []
 
 
 def _runs_section(runs: list[Mapping[str, Any]]) -> list[dict[str, Any]]:

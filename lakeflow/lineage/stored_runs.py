@@ -1,7 +1,13 @@
 """Runs from the lineage store, compaction runs foremost: OpenLineage run events merged per run id (read as
 plain JSON: no OpenLineage library import on the harvest's path); the engine that ran (arrow or
 spark, the ``processing_engine`` run facet) becomes the run's ``engine`` property. The same merge serves the
-Flink runs pushed by lakeflow's listener (:mod:`lakeflow.lineage.native`)."""
+Flink runs pushed by lakeflow's listener (:mod:`lakeflow.lineage.native`).
+
+A dataset's ``schema`` facet becomes its columns (the newest event's) when the dataset is lakeflow's:
+a compaction run's raw and Iceberg tables, and the table lakeflow's sink declares (its
+``lakeflow_table`` facet). The schemas of other tables a Flink job reads or writes (a Kafka topic, a
+JDBC table) are left to the sources that own them: DataHub's Kafka or Postgres source, whose
+``schemaMetadata`` an upsert of the listener's Flink SQL types would replace."""
 
 from __future__ import annotations
 
@@ -10,12 +16,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lakeflow.lineage.columns import Column, from_facet
 from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.flink_rest import IOMetrics
 from lakeflow.lineage.graph import StoredRun
 from lakeflow.lineage.store import is_flink, read_events
 
 TERMINAL = ("COMPLETE", "FAIL", "ABORT")
+LAKEFLOW_TABLE = "lakeflow_table"  # the facet of the table lakeflow's sink writes (java/lakeflow/flink/TableLineage)
 
 
 def read_runs(directory: Path) -> list[StoredRun]:
@@ -41,15 +49,21 @@ def _run(run_id: str, events: list[Mapping[str, Any]]) -> StoredRun:
     inputs: set[DatasetId] = set()
     outputs: set[DatasetId] = set()
     aliases: dict[DatasetId, tuple[DatasetId, ...]] = {}
+    schemas: dict[DatasetId, tuple[Column, ...]] = {}
     props: dict[str, str] = {}
     for e in events:
+        flink = is_flink(e)
         for key, target in (("inputs", inputs), ("outputs", outputs)):
             for d in e.get(key) or ():
                 ds = DatasetId(str(d["namespace"]), str(d["name"]))
                 target.add(ds)
-                links = ((d.get("facets") or {}).get("symlinks") or {}).get("identifiers") or ()
+                facets = d.get("facets") or {}
+                links = (facets.get("symlinks") or {}).get("identifiers") or ()
                 if links:
                     aliases[ds] = tuple(sorted(DatasetId(str(i["namespace"]), str(i["name"])) for i in links))
+                columns = from_facet(facets.get("schema")) if not flink or LAKEFLOW_TABLE in facets else ()
+                if columns:
+                    schemas[ds] = columns
         run_facets = (e.get("run") or {}).get("facets") or {}
         error = run_facets.get("errorMessage")
         if isinstance(error, Mapping) and error.get("message"):
@@ -69,6 +83,7 @@ def _run(run_id: str, events: list[Mapping[str, Any]]) -> StoredRun:
         aliases=aliases,
         properties=props,
         io=_io(events),
+        schemas=schemas,
     )
 
 

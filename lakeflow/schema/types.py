@@ -81,7 +81,8 @@ def kind(t: IcebergType) -> str:
 
 
 def spelled(t: IcebergType) -> str:
-    """``t`` for people: ``long``, ``decimal(9,2)``, ``struct<lat: double>``, ``list<double>``."""
+    """``t`` for people: ``long``, ``decimal(9,2)``, ``struct<lat: double>``, ``list<double>``; a type no
+    declaration gives (a column another writer added: ``binary``, ``uuid``…) by pyiceberg's name."""
     if isinstance(t, StructType):
         return "struct<" + ", ".join(f"{f.name}: {spelled(f.field_type)}" for f in t.fields) + ">"
     if isinstance(t, ListType):
@@ -90,7 +91,7 @@ def spelled(t: IcebergType) -> str:
         return f"map<{spelled(t.key_type)}, {spelled(t.value_type)}>"
     if isinstance(t, DecimalType):
         return f"decimal({t.precision},{t.scale})"
-    return kind(t)
+    return next((name for name, named in NAMED.items() if t == named), str(t))
 
 
 def is_time(t: IcebergType) -> bool:
