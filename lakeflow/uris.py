@@ -30,12 +30,6 @@ def canonical_scheme(scheme: str) -> str:
     return S3 if scheme in S3_SPELLINGS else scheme
 
 
-def hadoop_uri(uri: str) -> str:
-    """The URI as Hadoop/Spark reads it (``s3://`` → ``s3a://``)."""
-    scheme = urlparse(uri).scheme
-    return S3A + uri[len(scheme) :] if scheme in S3_SPELLINGS and scheme != S3A else uri
-
-
 def iceberg_uri(uri: str) -> str:
     """The URI as Iceberg records it (``s3a://`` → ``s3://``, ``file:/x`` → ``file:///x``)."""
     parsed = urlparse(uri)

@@ -274,10 +274,8 @@ def load_target(catalog: Catalog, namespace: Sequence[str], name: str, s3_endpoi
 
 
 def _target(table: Table, s3_endpoint: str | None) -> Target:
-    storage, s3a = TableFiles.reach(
-        table.location(), parse_vended(table.location(), table.io.properties, None), s3_endpoint
-    )
-    return Target(storage=storage, s3a=s3a, table=table)
+    storage = TableFiles.reach(table.location(), parse_vended(table.location(), table.io.properties, None), s3_endpoint)
+    return Target(storage=storage, table=table)
 
 
 def evolved(target: Target, changes: Sequence[Change]) -> Schema:

@@ -1,8 +1,6 @@
-"""One table's files (local or S3): through pyarrow's filesystem from the driver, through S3A from Spark.
-
-The driver lists, moves and deletes files and reads and writes the bookkeeping files with
-:class:`Storage`, and the arrow engine its raw JSON and Parquet; the Spark engine reads and writes
-through Hadoop with the table's S3A settings. The storage properties are Iceberg-style ``s3.*`` keys
+"""One table's files (local or S3), through pyarrow's file systems: the driver lists, moves and deletes
+files and reads and writes the bookkeeping files with :class:`Storage`, and both engines (the Spark
+engine in its executors) their raw JSON and Parquet. The storage properties are Iceberg-style ``s3.*`` keys
 (what Lakekeeper vends and what pyiceberg's FileIO reads), so one translation serves.
 """
 
@@ -16,18 +14,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
-from urllib.parse import quote, urlparse
+from urllib.parse import urlparse
 
-from lakeflow.credentials import S3ASettings, VendedConfig, to_s3a
+from lakeflow.credentials import VendedConfig, to_s3a
 from lakeflow.secret import redact
-from lakeflow.uris import FILE, hadoop_uri, iceberg_uri, is_local
+from lakeflow.uris import iceberg_uri, is_local
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
 DELETE_BATCH = 1000  # keys per S3 DeleteObjects request (S3's maximum)
-_URI_PATH_SAFE = "/_-!.~'()*,;:$&+=@"  # java.net.URI leaves these unquoted in a path
 
 
 @dataclass(frozen=True)
@@ -75,16 +72,6 @@ class Storage:
     def uri(self, rel: str = "") -> str:
         """The Iceberg-style URI of ``rel`` (relative to the root)."""
         return f"{self.location}/{rel}" if rel else self.location
-
-    def hadoop_uri(self, rel: str = "") -> str:
-        """The URI of ``rel`` as Spark reads and writes it."""
-        return hadoop_uri(self.uri(rel))
-
-    def spark_path(self, rel: str) -> str:
-        """``rel`` exactly as Spark's ``_metadata.file_path`` spells it (Hadoop ``Path.toUri``)."""
-        parsed = urlparse(self.hadoop_uri(rel))
-        path = quote(parsed.path, safe=_URI_PATH_SAFE)
-        return f"file:{path}" if parsed.scheme == FILE else f"{parsed.scheme}://{parsed.netloc}{path}"
 
     def relative(self, uri: str) -> str:
         """``uri`` (as Spark or Iceberg spells it) relative to the root; ValueError if outside."""
@@ -330,27 +317,23 @@ class Storage:
 
 @dataclass(frozen=True)
 class TableFiles:
-    """Where a table's files are and how each side reaches them: ``storage`` from the driver,
-    ``s3a`` from Spark (None for a local table). The raw table and the Iceberg table both are one."""
+    """Where a table's files are and how they are reached (the driver and the Spark engine's executors
+    alike). The raw table and the Iceberg table both are one."""
 
     storage: Storage
-    s3a: S3ASettings | None
 
     @property
     def location(self) -> str:
         return self.storage.location
 
     @staticmethod
-    def reach(
-        location: str, vended: VendedConfig, s3_endpoint: str | None = None
-    ) -> tuple[Storage, S3ASettings | None]:
-        """``storage`` and ``s3a`` of the table at ``location`` with its storage configuration
-        ``vended`` (``s3_endpoint``, when set, overrides the vended endpoint)."""
+    def reach(location: str, vended: VendedConfig, s3_endpoint: str | None = None) -> Storage:
+        """The storage of the table at ``location`` with its storage configuration ``vended``
+        (``s3_endpoint``, when set, overrides the vended endpoint)."""
         props = vended.merged()
         if s3_endpoint:
             props["s3.endpoint"] = s3_endpoint
-        s3a = None if is_local(location) else to_s3a(vended, s3_endpoint)
-        return Storage(location, props), s3a
+        return Storage(location, props)
 
 
 def _parents(rel: str) -> list[str]:

@@ -18,8 +18,7 @@ class RawTable(TableFiles):
 
 def raw_table(handle: TableHandle, s3_endpoint: str | None = None) -> RawTable:
     """Storage access for a loaded table from its vended config (``s3_endpoint`` overrides the vended one)."""
-    storage, s3a = TableFiles.reach(handle.location, handle.storage, s3_endpoint)
-    return RawTable(storage=storage, s3a=s3a, handle=handle)
+    return RawTable(storage=TableFiles.reach(handle.location, handle.storage, s3_endpoint), handle=handle)
 
 
 def open_raw(settings: Settings) -> RawTable:

@@ -44,7 +44,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -410,21 +409,3 @@ def ensure_jars(names: Sequence[str]) -> dict[str, list[Path]]:
     for name in names:
         out[name] = [install_flink_plugin()] if name == "flink" else fetch(SETS[name]())
     return out
-
-
-def with_s3a_jars(submit_args: str) -> str:
-    """``PYSPARK_SUBMIT_ARGS`` for a PySpark launch whose Spark reads and writes ``s3a://``: the
-    spark set added to ``--jars`` (fetched if need be), unless the arguments already name a
-    hadoop-aws jar or pyspark's own jars/ holds one."""
-    args = shlex.split(submit_args) or ["pyspark-shell"]
-    if "hadoop-aws" in submit_args or any(pyspark_jars_dir().glob("hadoop-aws-*.jar")):
-        return submit_args
-    ours = ",".join(str(j) for j in spark_s3_jars())
-    for i, arg in enumerate(args):
-        if arg == "--jars" and i + 1 < len(args):
-            args[i + 1] = f"{args[i + 1]},{ours}" if args[i + 1] else ours
-            return shlex.join(args)
-        if arg.startswith("--jars="):
-            args[i] = f"{arg},{ours}"
-            return shlex.join(args)
-    return shlex.join(["--jars", ours, *args])

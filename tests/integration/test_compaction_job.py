@@ -152,7 +152,8 @@ def test_first_run_compacts_every_good_row_exactly_once(scenario: dict, first: S
     assert r["rows_out"] == 808 and r["duplicates_dropped"] == 25 and r["rows_quarantined"] == 2
     assert r["rows_in"] == r["rows_out"] + r["duplicates_dropped"] + r["rows_quarantined"]
     assert r["bytes_out"] == sum(p.stat().st_size for p in (home.home / "iceberg").rglob("*.parquet"))
-    assert r["small_file_reduction"] == round(34 / r["files_out"], 1) >= 6
+    # arrow: the batch in about 4 target-size files; spark: each of its 2 tasks writes its own (per day)
+    assert r["small_file_reduction"] == round(34 / r["files_out"], 1) >= (6 if scenario["engine"] == "arrow" else 4)
     assert "small-file reduction" in first.stdout and "rows       835 in → 808 out" in first.stdout
 
 
@@ -161,7 +162,10 @@ def test_data_files_are_named_sized_and_partitioned_by_day(scenario: dict, first
     table = home.iceberg_table(TARGET)
     paths = [Path(f["file_path"].removeprefix("file://")) for f in table.inspect.files().to_pylist()]
     assert len(paths) == first.report["files_out"]
-    assert 4 <= len(paths) <= 5  # 4 range partitions; one may straddle midnight and split in two
+    arrow = scenario["engine"] == "arrow"
+    # arrow: 4 contiguous time ranges, one may straddle midnight and split in two; spark: each task's rows
+    # (a share of the files, any times) in about 2 files, each split at midnight
+    assert 4 <= len(paths) <= (5 if arrow else 8)
     spans = []
     for path in paths:
         times = pq.read_table(path, columns=["timestamp_ms"]).column(0).to_pylist()
@@ -173,7 +177,8 @@ def test_data_files_are_named_sized_and_partitioned_by_day(scenario: dict, first
         spans.append((day, min(times), max(times), seq))
     spans.sort()
     assert [s[3] for s in spans] == [f"00000001-{i:03d}" for i in range(1, len(spans) + 1)]
-    assert all(a[2] <= b[1] for a, b in zip(spans, spans[1:])), "files cover consecutive time ranges"
+    if arrow:
+        assert all(a[2] <= b[1] for a, b in zip(spans, spans[1:])), "files cover consecutive time ranges"
     assert {s[0] for s in spans} == {"2025-11-21", "2025-11-22"}
     assert str(table.spec().fields[0].transform) == "day"
     assert table.current_snapshot().summary["lakeflow.raw-files"] == "34"
@@ -189,8 +194,8 @@ def test_bad_input_is_quarantined_with_reasons_not_lost(scenario: dict, first: S
     assert (home.raw / "_quarantine" / "part-bad-0-1.json").read_text().startswith("[{")
     records = [json.loads(line) for p in (home.raw / "_quarantine" / "records").rglob("*.json")
                for line in p.read_text().splitlines()]
-    assert sorted(r["reason"] for r in records) == ["missing, null or mistyped: location",
-                                                    "missing, null or mistyped: seq"]
+    assert sorted(r["reason"] for r in records) == ["field seq: expected an integer, got a string",
+                                                    "missing field location"]
     assert all(r["file"].endswith("part-mixed-0-0.json") for r in records)
     assert any(p.name.startswith(".part-") for p in home.raw.iterdir()), "in-progress file must be left alone"
 

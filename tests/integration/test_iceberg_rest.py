@@ -86,14 +86,13 @@ def test_open_target_commit_and_a_stale_commit_conflicts(iceberg_rest: IcebergRe
     assert target.table.spec().fields[0].name == "ts_day" and target.snapshot_id is None
 
     # what the server vends in the load-table response: the catalog's own key pair, no session token,
-    # endpoint or region (S3_ENDPOINT, a region client property above); pyiceberg and lakeflow's S3A use the pair
+    # endpoint or region (S3_ENDPOINT, a region client property above); pyiceberg and lakeflow's storage use the pair
     loaded = requests.get(f"{iceberg_rest.catalog_url}/v1/{iceberg_rest.prefix}/namespaces/iot/tables/commit-conflict",
                           headers={"X-Iceberg-Access-Delegation": "vended-credentials"}, timeout=10).json()
     assert loaded["config"] == {"s3.access-key-id": iceberg_rest.access_key,
                                 "s3.secret-access-key": iceberg_rest.secret_key}
     assert not loaded.get("storage-credentials")
     assert target.table.io.properties["s3.access-key-id"] == iceberg_rest.access_key
-    assert target.s3a is not None and target.s3a.hadoop["fs.s3a.access.key"] == iceberg_rest.access_key
 
     first = _put_parquet(target, "f1", range(3))
     snap = commit(target, [first], f"{source}/_lakeflow/l1.json.gz", source, "run-1", {"lakeflow.raw-files": "2"}, load_schema())

@@ -37,7 +37,7 @@ from lakeflow.compaction.source import raw_table
 from lakeflow.readings import is_committed_part
 from lakeflow.schema import load_schema
 from lakeflow.settings import SettingsError, load_settings
-from lakeflow.uris import hadoop_uri, iceberg_uri
+from lakeflow.uris import iceberg_uri
 from tests.standins.http_stub import QuietHandler, send_json, serve, stop, url_of
 from tests.support.fixtures_compaction import written_file
 
@@ -85,9 +85,7 @@ def test_storage_paths(tmp_path: Path) -> None:
     assert s.relative(f"file://{tmp_path}/a/b.json") == "a/b.json"
     with pytest.raises(ValueError, match=f"^file://{tmp_path.parent}/elsewhere.json is not under {s.location}$"):
         s.relative(f"file://{tmp_path.parent}/elsewhere.json")
-    assert s.spark_path("2026-11-21--10/part-a b.json") == f"file:{tmp_path}/2026-11-21--10/part-a%20b.json"
-    assert Storage("s3://bucket/raw/t", {"s3.region": "us-east-1"}).spark_path("p=1/x.json") == "s3a://bucket/raw/t/p=1/x.json"
-    assert hadoop_uri("s3://bucket/raw/t") == "s3a://bucket/raw/t"
+    assert Storage("s3://bucket/raw/t", {"s3.region": "us-east-1"}).uri("p=1/x.json") == "s3://bucket/raw/t/p=1/x.json"
     assert iceberg_uri("s3a://bucket/raw/t") == "s3://bucket/raw/t"
     assert iceberg_uri("file:/tmp/x") == "file:///tmp/x"
 

@@ -72,7 +72,7 @@ class SparkEngine:
 
         self.raw, self.target = raw, target
         with stage("spark", "starting the Spark session"):
-            self.spark: SparkSession = spark_session(app_name, None, spark_options=spark_options)
+            self.spark: SparkSession = spark_session(app_name, spark_options)
 
     def compact(self, files: Sequence[FileEntry], plan: WritePlan, overlapping: Overlapping) -> Compacted:
         ids = file_ids(files)
