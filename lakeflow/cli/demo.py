@@ -84,9 +84,9 @@ def report(done: DemoRun) -> None:
     )
     print(f"  lineage store    {home / 'lineage'} (OpenLineage events of the Flink job and of the compaction)")
     print(f"  step logs        {home / 'logs'}")
-    print(f"\nlakeflow query (readings per sensor in the Iceberg table):\n{query_output.rstrip()}")
+    print(f"\nlakeflow query (records per value of the key's first field):\n{query_output.rstrip()}")
     print(f"\nLineage page: {page.resolve().as_uri()}  — open it in a browser.")
-    query = shown("query", "--local", "'SELECT location, avg(humidity) FROM readings GROUP BY ALL'")
+    query = shown("query", "--local", "'SELECT count(*) FROM readings'")
     print(
         f"Next: LAKEFLOW_HOME={rel} {query}\n      (your own SQL on the demo's table); the chain by hand, step "
         "by step: docs/walkthrough.md, 'The chain step by step'."

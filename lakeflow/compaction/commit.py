@@ -43,8 +43,6 @@ RUN_PROPERTY = "lakeflow.compaction.run-id"
 EVENT_TIME_PROPERTY = "lakeflow.schema.event-time"  # the table's event time (a top-level field)
 KEY_PROPERTY = "lakeflow.schema.key"  # its key fields, comma-separated ("" none)
 DIGEST_PROPERTY = "lakeflow.schema.digest"  # the declaration its last commit was written under
-# tables made before the declared schema: the sensor reading's event time and key
-LEGACY_LAYOUT = {EVENT_TIME_PROPERTY: "timestamp_ms", KEY_PROPERTY: "run_id,seq"}
 # pyiceberg retries a failed append on top of the newer snapshot; ours must not be retried blindly,
 # since the ledger it carries was read from the snapshot it started on.
 NO_RETRY = {"commit.retry.num-retries": "0"}
@@ -174,15 +172,20 @@ class Target(TableFiles):
         rows = int(summary.get("total-records", 0)) if summary else 0
         return size / rows if size and rows else float(default)
 
-    def layout(self) -> TableLayout:
-        """The table's event time, key and partition spec (a table older than the declared schema: the
-        sensor reading's)."""
-        props = {**LEGACY_LAYOUT, **self.table.properties}
-        key = tuple(k for k in props[KEY_PROPERTY].split(",") if k)
-        return TableLayout(event_time=props[EVENT_TIME_PROPERTY], key=key, spec=self.table.spec())
+    def layout(self, declared: TableSchema) -> TableLayout:
+        """The table's event time, key and partition spec; a table made before lakeflow recorded them
+        (0.2) takes the ``declared`` ones, which its next commit records."""
+        props = self.table.properties
+        key = props.get(KEY_PROPERTY)
+        return TableLayout(
+            event_time=props.get(EVENT_TIME_PROPERTY, declared.event_time),
+            key=declared.key if key is None else tuple(k for k in key.split(",") if k),
+            spec=self.table.spec(),
+        )
 
-    def files_overlapping(self, lo_ms: int, hi_ms: int) -> list[str]:
-        """The table's data files whose event-time range meets [lo_ms, hi_ms] (epoch ms)."""
+    def files_overlapping(self, lo_ms: int, hi_ms: int, event_time: str) -> list[str]:
+        """The table's data files whose event-time range meets [lo_ms, hi_ms] (epoch ms); ``event_time``:
+        the declared one, for a table that has not recorded its own."""
         from datetime import datetime, timezone
 
         from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
@@ -190,7 +193,7 @@ class Target(TableFiles):
 
         if self.table.current_snapshot() is None:
             return []
-        name = self.layout().event_time
+        name = self.table.properties.get(EVENT_TIME_PROPERTY, event_time)
         low: object = lo_ms
         high: object = hi_ms
         if self.table.schema().find_field(name).field_type != LongType():

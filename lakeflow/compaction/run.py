@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
@@ -159,7 +160,7 @@ def discover_new_files(run: Run) -> Batch:
 def plan_schema(run: Run) -> None:
     """The declared schema against the table's: what this run applies (in its commit), converts, or
     refuses — a refusal stops the run before anything is read or written (:class:`SchemaRefused`)."""
-    changes = plan_evolution(run.target.table.schema(), run.target.layout(), run.config.schema)
+    changes = plan_evolution(run.target.table.schema(), run.target.layout(run.config.schema), run.config.schema)
     no = refused(changes)
     if no:
         more = f" (and {len(no) - 1} more: lakeflow schema plan lists them)" if len(no) > 1 else ""
@@ -204,7 +205,8 @@ def compact_batch(run: Run, batch: Batch) -> None:
         bytes_per_row=run.target.bytes_per_row(c.bytes_per_row),
     )
     with stage("compact", f"{len(batch.files)} new part files ({size} bytes) → {run.target.storage.uri(plan.staging)}"):
-        batch.compacted = run.engine.compact(batch.files, plan, run.target.files_overlapping)
+        overlapping = partial(run.target.files_overlapping, event_time=c.schema.event_time)
+        batch.compacted = run.engine.compact(batch.files, plan, overlapping)
     done, r = batch.compacted, run.report
     r.rows_out = sum(w.records for w in done.written)
     r.bytes_out = sum(w.size for w in done.written)

@@ -57,5 +57,5 @@ def schema_plan(config: CompactConfig) -> SchemaPlan:
     if target is None:
         out.columns = [f"{f.name}: {spelled(f.field_type)}" for f in s.iceberg_schema().fields]
         return out
-    out.changes = plan(target.table.schema(), target.layout(), s)
+    out.changes = plan(target.table.schema(), target.layout(s), s)
     return out

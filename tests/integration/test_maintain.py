@@ -131,9 +131,9 @@ def test_maintain_on_the_rest_catalog(rest_target: Target) -> None:
     target, source = rest_target, "s3://raw-bucket/raw/maintain"
     for n in range(3):
         data = readings(f"ingest-{n}", 5, start_ms=DAY_MS + n * 60_000, seed=n)
-        uri = _readings_file(target, f"data/ts_day={DAYS[0]}/part-{n}.parquet", data)
+        written = _readings_file(target, f"part-{n}", data)
         target.table.refresh()
-        commit(target, [uri], f"{source}/_lakeflow/l{n}.json.gz", source, str(uuid.uuid4()), {})
+        commit(target, [written], f"{source}/_lakeflow/l{n}.json.gz", source, str(uuid.uuid4()), {}, load_schema())
     before = rows(target.table)
     target.storage.write("data/stray.parquet", b"orphan")
     report = maintain(target, options(orphan_min_age_s=0), load_schema())

@@ -40,12 +40,14 @@ def test_query_through_the_iceberg_rest_catalog(iceberg_rest: IcebergRestServer,
     """Lakekeeper's route: the table on moto S3 behind the REST catalog, read with the vended keys;
     neither the token nor the keys appear in the output."""
     from lakeflow.compaction.commit import commit
+    from lakeflow.schema import load_schema
     from tests.integration.test_iceberg_rest import _put_parquet, _settings, _target
 
     settings = _settings(iceberg_rest, tmp_path)
     target = _target(iceberg_rest, settings, "query-rest", "s3://raw-bucket/raw/query")
-    data = _put_parquet(target, "data/ts_day=2025-11-21/f1.parquet", range(7))
-    commit(target, [data], "s3://raw-bucket/raw/query/_lakeflow/l1.json.gz", "s3://raw-bucket/raw/query", "run-1", {})
+    data = _put_parquet(target, "f1", range(7))
+    commit(target, [data], "s3://raw-bucket/raw/query/_lakeflow/l1.json.gz", "s3://raw-bucket/raw/query", "run-1", {},
+           load_schema())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAKEKEEPER", "WAREHOUSE", "TOKEN", "OAUTH_",
                                                                       "COMPACT_", "LAKEFLOW_", "AWS_"))}
     env.update({"LAKEKEEPER": iceberg_rest.url, "WAREHOUSE_ID": WAREHOUSE_NAME, "TOKEN": "token-not-to-print",

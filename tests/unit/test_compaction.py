@@ -223,8 +223,8 @@ def test_commit_adds_files_and_ledger_atomically_and_rejects_a_stale_run(tmp_pat
     assert table.properties[LEDGER_PROPERTY] == f"{source}/_lakeflow/l1.json.gz"
     assert table.current_snapshot().summary["lakeflow.raw-files"] == "2"
     assert table.scan().to_arrow().num_rows == 2
-    assert target.files_overlapping(DAY_MS, DAY_MS + 1) == [data[0][0]]
-    assert target.files_overlapping(DAY_MS + 10, DAY_MS + 20) == []
+    assert target.files_overlapping(DAY_MS, DAY_MS + 1, "timestamp_ms") == [data[0][0]]
+    assert target.files_overlapping(DAY_MS + 10, DAY_MS + 20, "timestamp_ms") == []
     (entry,) = table.scan().plan_files()
     assert entry.file.partition[0] == 20413 and entry.file.record_count == 2  # day(ts) 2025-11-21, as the writer said
     assert entry.file.lower_bounds[4] and entry.file.upper_bounds[4]  # bounds of timestamp_ms (id 4): pruning works
@@ -386,15 +386,6 @@ def test_report_summary(tmp_path: Path) -> None:
     assert "small-file reduction 5.0×" in text and "x.json: empty file" in text
     r.write_json(tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text())["small_file_reduction"] == 5.0
-
-
-def test_spark_tuning_for_many_small_files() -> None:
-    from lakeflow.compaction.spark.session import table_options, tuning
-
-    assert tuning(2, local_raw=True) == {"spark.sql.shuffle.partitions": "4",
-                                         "spark.sql.files.openCostInBytes": "131072"}
-    assert tuning(64, local_raw=False) == {"spark.sql.shuffle.partitions": "128"}
-    assert table_options(None) == {}
 
 
 # --- auto: which engine a batch gets -------------------------------------------------------------

@@ -116,14 +116,3 @@ def test_a_plugins_dir_of_your_own_is_not_written_implicitly(jars_dir: Path, tmp
     with pytest.raises(IngestError, match=r"no flink-s3-fs-hadoop plugin .*FLINK_PLUGINS_DIR.*make flink-plugins"):
         require_filesystem("s3a://bucket/warehouse/iot/readings")
     assert not (tmp_path / "plugins").exists()
-
-
-def test_pyspark_launch_arguments_get_the_jars(jars_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MVN", "no-such-mvn")
-    ours = ",".join(str(j) for j in seed(jars.spark_set(), "s3-2.0.0.jar"))
-    assert jars.with_s3a_jars("") == f"--jars {ours} pyspark-shell"
-    assert (jars.with_s3a_jars("--master 'local[2]' --jars /x/a.jar pyspark-shell")
-            == f"--master 'local[2]' --jars /x/a.jar,{ours} pyspark-shell")
-    assert jars.with_s3a_jars("--jars=/x/a.jar pyspark-shell") == f"--jars=/x/a.jar,{ours} pyspark-shell"
-    given = "--jars /x/hadoop-aws-3.3.1.jar,/x/aws-java-sdk-bundle.jar pyspark-shell"
-    assert jars.with_s3a_jars(given) == given  # the caller chose its own S3A

@@ -217,11 +217,11 @@ def test_the_promotion_table_is_the_specs() -> None:
 
 
 def test_a_table_made_before_the_declared_schema_gets_the_default_unchanged() -> None:
-    """A 0.2 table: the reading's nine columns, optional, ids 1…9; its layout from LEGACY properties."""
+    """A 0.2 table: the reading's nine columns, optional, ids 1…9, day(ts); it recorded no layout, so it
+    takes the declared one (Target.layout) and the default schema changes nothing."""
     s = load_schema()
     legacy = Schema(*optional(s.iceberg_schema().as_struct()).fields)
-    changes = plan(legacy, TableLayout("timestamp_ms", ("run_id", "seq"), s.partition_spec(legacy)), s)
-    assert [(c.action, c.change) for c in changes] == [("apply", "key (run_id, seq) → (sensor_id, run_id, seq)")]
+    assert plan(legacy, TableLayout(s.event_time, s.key, s.partition_spec(legacy)), s) == []
 
 
 def test_the_default_schema_text_is_the_packaged_file() -> None:
