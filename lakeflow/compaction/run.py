@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import TYPE_CHECKING
 
 from lakeflow.compaction.commit import Target, commit, evolved, iceberg_catalog, open_target
