@@ -218,6 +218,44 @@ class Writer:
         return pc.cast(column, pa.int64()).to_numpy() // 1000
 
 
+def key_hashes(keys: pa.Table) -> np.ndarray:
+    """A 64-bit hash of each row's key (its columns in order, null a value of its own): equal keys hash
+    alike in every process, so two tasks' rows meet on it; different keys may collide (rarely: the
+    caller compares the keys of rows that meet)."""
+    out = np.full(keys.num_rows, 0x9E3779B97F4A7C15, dtype=np.uint64)
+    for n, name in enumerate(keys.column_names):
+        column = keys.column(name).combine_chunks()
+        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        values = np.where(nulls, np.uint64(0xD6E8FEB86659FD93 + n), _column_hash(column))
+        with np.errstate(over="ignore"):
+            out = _mix(out * np.uint64(31) ^ values)
+    return out
+
+
+def _column_hash(column: pa.Array) -> np.ndarray:
+    if pa.types.is_decimal(column.type):
+        column = pc.cast(column, pa.string())
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        from pandas.util import hash_array  # siphash in C, with a fixed key: alike in every process
+
+        encoded = pc.dictionary_encode(column.fill_null(""))  # each distinct string hashed once
+        distinct = hash_array(np.asarray(encoded.dictionary.to_pylist(), dtype=object))
+        return distinct[encoded.indices.to_numpy(zero_copy_only=False)]
+    if pa.types.is_date32(column.type):
+        column = pc.cast(column, pa.int32())
+    ints = pc.cast(column, pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    return _mix(ints.astype(np.int64).view(np.uint64))
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: every input bit moves every output bit."""
+    with np.errstate(over="ignore"):
+        x = x.astype(np.uint64)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
 def _partition_cuts(parts: Sequence[pa.Array], n: int) -> list[int]:
     """Where the (sorted) partition values change: [0, …, n]."""
     change = np.zeros(max(0, n - 1), dtype=bool)

@@ -11,12 +11,13 @@ from lakeflow.schema.model import TableSchema
 EPOCH_MS = 1_763_683_200_000  # 2025-11-21T00:00:00Z: the first example's event time
 
 
-def example(schema: TableSchema, n: int) -> dict[str, Any]:
-    """Example record ``n``: its event time ``n`` seconds after :data:`EPOCH_MS`, the other fields
-    following ``n``, as JSON carries them."""
+def example(schema: TableSchema, n: int, step_ms: int = 1000) -> dict[str, Any]:
+    """Example record ``n``: its event time ``n`` steps after :data:`EPOCH_MS`, the other fields
+    following ``n`` (strings take 100 values: a field's cardinality is a device's, not a record's), as
+    JSON carries them."""
     spec = schema.contract()
     out = {f["name"]: _value(f["type"], n, f["name"]) for f in spec["fields"]}
-    instant = EPOCH_MS + 1000 * n
+    instant = EPOCH_MS + step_ms * n
     out[schema.event_time] = instant if schema.derived_time else _iso(instant)
     return out
 
@@ -29,7 +30,7 @@ def _iso(ms: int) -> str:
 def _value(t: dict[str, Any], n: int, name: str) -> Any:
     kind = t["kind"]
     if kind == "string":
-        return f"{name}-{n}"[: t.get("maxLength", 64)]
+        return f"{name}-{n % 100}"[: t.get("maxLength", 64)]
     if kind in ("long", "int"):
         return n
     if kind in ("double", "float"):

@@ -8,9 +8,12 @@ data files into the staging folder on the table's storage. A task returns only m
 held, each data file's Iceberg statistics) and its rows' keys; rows never enter the JVM.
 
 De-duplication across shares, and against the table's files in the batch's time range, is an
-aggregation of the keys alone (the table's keys read by tasks too): a key seen more than once keeps the
+aggregation of 64-bit key hashes alone (:func:`~lakeflow.compaction.rows.key_hashes`; the table's
+files hashed by tasks too): only hashes seen more than once reach the driver, which compares the keys
+behind them (a collision of different keys is told apart there). A key seen more than once keeps the
 table's row, else the one from the lowest file id (the largest file); only the data files holding a
-losing copy are written again, by tasks, without it. A batch without duplicates shuffles keys, never rows.
+losing copy are written again, by tasks, without it. A batch without duplicates shuffles 8 bytes a
+row and 20 bytes of its bookkeeping, never the rows.
 
 A retried or speculative task attempt writes files of its own names; only the attempt Spark keeps is
 reported, the others stay in the staging folder, which the run removes.
@@ -24,32 +27,36 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.storagelevel import StorageLevel
 
 from lakeflow.compaction.engine import Compacted, Overlapping, WritePlan
 from lakeflow.compaction.files import FileEntry, Storage
-from lakeflow.compaction.rows import Writer
+from lakeflow.compaction.parse import FILE
+from lakeflow.compaction.rows import WRITTEN as WRITTEN_COLUMN
+from lakeflow.compaction.rows import Writer, key_hashes
 from lakeflow.compaction.spark.session import spark_progress, spark_session
 from lakeflow.compaction.task import TaskResult, file_ids, run_task
 from lakeflow.schema.arrow import record_type
-from lakeflow.schema.types import kind, spelled
 
 BATCH_BYTES = 64 << 20  # raw bytes a task parses, at most (the shares: a whole number per core)
-KIND, TASK, PAYLOAD, FILE_ID, WRITTEN = "_kind", "_task", "_payload", "_file_id", "_written"
-RESULT, KEY, EXISTING = 0, 1, 2  # a row of the tasks' output: a task's result, a written row's key, a table key
-_SPARK_TYPES = {
-    "string": "string",
-    "long": "bigint",
-    "int": "int",
-    "boolean": "boolean",
-    "date": "date",
-    "timestamptz": "timestamp",
-    "timestamp": "timestamp_ntz",
-}
+KIND, TASK, PAYLOAD, HASH, FILE_ID, WRITTEN = "_kind", "_task", "_payload", "_hash", "_file_id", "_written"
+RESULT, KEY = 0, 1  # a row of the tasks' output: a task's result, or a written (or table) row's key hash
+OUTPUT = f"{KIND} int, {TASK} int, {PAYLOAD} binary, {HASH} bigint, {FILE_ID} int, {WRITTEN} int"
+TABLE = -1  # the task of a key the table holds (its WRITTEN: which of the overlapping files)
+SCHEMA = pa.schema(
+    [
+        (KIND, pa.int32()),
+        (TASK, pa.int32()),
+        (PAYLOAD, pa.binary()),
+        (HASH, pa.int64()),
+        (FILE_ID, pa.int32()),
+        (WRITTEN, pa.int32()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -82,11 +89,10 @@ class SparkEngine:
         shares = [[(ids[f.rel], f.rel) for f in share] for share in balanced(files, count)]
         job = self.spark.sparkContext.broadcast(Job(shares, self.raw, self.target, plan))
         key = list(plan.schema.key)
-        output = self._output(plan)
         with spark_progress(self.spark, "write"):
             rows = (
                 self.spark.range(0, len(shares), 1, numPartitions=len(shares))
-                .mapInArrow(_tasks(job, bool(key)), output)
+                .mapInArrow(_tasks(job, bool(key)), OUTPUT)
                 .persist(StorageLevel.MEMORY_AND_DISK)
             )
             try:
@@ -99,10 +105,6 @@ class SparkEngine:
                 job.destroy()
         return out
 
-    def _output(self, plan: WritePlan) -> str:
-        keys = [f"`{k}` {_spark_type(plan, k)}" for k in plan.schema.key]
-        return ", ".join([f"{KIND} int", f"{TASK} int", f"{PAYLOAD} binary", *keys, f"{FILE_ID} int", f"{WRITTEN} int"])
-
     def _deduplicate(
         self,
         rows: DataFrame,
@@ -113,45 +115,34 @@ class SparkEngine:
         job: Any,
     ) -> None:
         """Keys seen in more than one share, or already in the table: the losing copies' data files written again."""
-        key = list(plan.schema.key)
         times = [s for s in out.files.values() if s.min_ms is not None]
         lo = min(s.min_ms for s in times if s.min_ms is not None)
         hi = max(s.max_ms for s in times if s.max_ms is not None)
-        keys = rows.where(F.col(KIND) == KEY).select(*key, TASK, WRITTEN, FILE_ID)
+        hashes = rows.where(F.col(KIND) == KEY).select(HASH, TASK, WRITTEN, FILE_ID)
         existing = list(overlapping(lo, hi))
         if existing:
-            table_keys = self.spark.range(0, len(existing), 1, numPartitions=min(len(existing), 64)).mapInArrow(
-                _table_keys(self.spark.sparkContext.broadcast((existing, self.target, key)), plan),
-                self._output(plan),
+            shared = self.spark.sparkContext.broadcast((existing, self.target, list(plan.schema.key)))
+            table = self.spark.range(0, len(existing), 1, numPartitions=min(len(existing), 64))
+            hashes = hashes.unionByName(
+                table.mapInArrow(_table_hashes(shared), OUTPUT).select(HASH, TASK, WRITTEN, FILE_ID)
             )
-            keys = keys.unionByName(table_keys.select(*key, TASK, WRITTEN, FILE_ID))
         copies = F.collect_list(F.struct(TASK, WRITTEN, FILE_ID)).alias("copies")
-        repeated = keys.groupBy(*key).agg(F.count(F.lit(1)).alias("n"), copies).where(F.col("n") > 1).collect()
-        losing: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
-        for group in repeated:
-            copies_ = sorted(group["copies"], key=lambda c: (c[TASK] != -1, c[FILE_ID]))  # the table's first
-            for c in copies_[1:]:
-                if c[TASK] != -1:
-                    losing.setdefault((c[TASK], c[WRITTEN]), []).append(tuple(group[k] for k in key))
+        met = hashes.groupBy(HASH).agg(F.count(F.lit(1)).alias("n"), copies).where(F.col("n") > 1).collect()
+        if not met:
+            return
+        losing = _losers(met, results, existing, self.target, plan)
         if not losing:
             return
         redo = self.spark.sparkContext.broadcast(
-            [
-                (
-                    results[t].written[w],
-                    pa.Table.from_pylist([dict(zip(key, k, strict=True)) for k in ks], schema=_key_schema(plan)),
-                    f"{t}-{w}",
-                )
-                for (t, w), ks in losing.items()
-            ]
+            [(results[t].written[w], drop, f"{t}-{w}") for (t, w), drop in losing.items()]
         )
         rewritten = {
             r[TASK]: pickle.loads(r[PAYLOAD])
             for r in self.spark.range(0, len(losing), 1, numPartitions=len(losing))
-            .mapInArrow(_rewrites(job, redo), self._output(plan))
+            .mapInArrow(_rewrites(job, redo), OUTPUT)
             .collect()
         }
-        for n, ((t, w), _) in enumerate(losing.items()):
+        for n, (t, w) in enumerate(losing):
             old, new = results[t].written[w], rewritten[n]
             out.written.remove(old)
             out.duplicates_dropped += old.records - (new.records if new else 0)
@@ -175,36 +166,64 @@ def balanced(parts: Sequence[FileEntry], count: int) -> list[list[FileEntry]]:
     return [b for b in out if b]
 
 
-def _spark_type(plan: WritePlan, name: str) -> str:
-    t = plan.schema.field(name).field_type
-    return spelled(t) if kind(t) == "decimal" else _SPARK_TYPES[kind(t)]
+def _losers(
+    met: Sequence[Any], results: dict[int, TaskResult], existing: Sequence[str], target: Storage, plan: WritePlan
+) -> dict[tuple[int, int], pa.Table]:
+    """The keys each data file (task, written) must lose, from the hashes that met: the keys behind them read
+    from the files that hold them and compared (the table's copy wins, else the lowest file id's)."""
+    key = list(plan.schema.key)
+    wanted = {int(m[HASH]) for m in met}
+    holders = {(c[TASK], c[WRITTEN]) for m in met for c in m["copies"]}
+    found: dict[tuple[int, int], dict[int, list[tuple[Any, ...]]]] = {}
+    for t, w in holders:
+        rel = target.relative(existing[w]) if t == TABLE else results[t].written[w].rel
+        keys = target.read_parquet(rel, key)
+        hashes = key_hashes(keys).view(np.int64)
+        keep = np.flatnonzero(np.isin(hashes, np.fromiter(wanted, dtype=np.int64)))
+        rows = keys.take(pa.array(keep)).to_pylist()
+        for h, r in zip(hashes[keep].tolist(), rows, strict=True):
+            found.setdefault((t, w), {}).setdefault(h, []).append(tuple(r[k] for k in key))
+    losing: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
+    for m in met:
+        by_key: dict[tuple[Any, ...], list[Any]] = {}
+        for c in m["copies"]:
+            for k in found.get((c[TASK], c[WRITTEN]), {}).get(int(m[HASH]), []):
+                by_key.setdefault(k, []).append(c)
+        for k, copies in by_key.items():
+            ranked = sorted(copies, key=lambda c: (c[TASK] != TABLE, c[FILE_ID]))
+            for c in ranked[1:]:
+                if c[TASK] != TABLE:
+                    losing.setdefault((c[TASK], c[WRITTEN]), []).append(k)
+    schema = pa.schema([pa.field(k, record_type(plan.schema.field(k).field_type)) for k in key])
+    return {
+        tw: pa.Table.from_pylist([dict(zip(key, k, strict=True)) for k in ks], schema=schema)
+        for tw, ks in losing.items()
+    }
 
 
-def _key_schema(plan: WritePlan) -> pa.Schema:
-    return pa.schema([pa.field(k, record_type(plan.schema.field(k).field_type)) for k in plan.schema.key])
+def _result(task: int, payload: Any) -> pa.RecordBatch:
+    columns = [pa.array([RESULT], pa.int32()), pa.array([task], pa.int32()), pa.array([pickle.dumps(payload)])]
+    columns += [pa.nulls(1, f.type) for f in list(SCHEMA)[3:]]
+    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
 
 
-def _output_schema(plan: WritePlan) -> pa.Schema:
-    return pa.schema(
+def _hash_rows(task: int, hashes: np.ndarray, file_ids: pa.Array, written: pa.Array) -> pa.RecordBatch:
+    n = len(hashes)
+    return pa.RecordBatch.from_arrays(
         [
-            (KIND, pa.int32()),
-            (TASK, pa.int32()),
-            (PAYLOAD, pa.binary()),
-            *_key_schema(plan),
-            (FILE_ID, pa.int32()),
-            (WRITTEN, pa.int32()),
-        ]
+            pa.array(np.full(n, KEY, np.int32)),
+            pa.array(np.full(n, task, np.int32)),
+            pa.nulls(n, pa.binary()),
+            pa.array(hashes.view(np.int64)),
+            file_ids,
+            written,
+        ],
+        schema=SCHEMA,
     )
 
 
-def _result(schema: pa.Schema, task: int, payload: Any) -> pa.RecordBatch:
-    columns = [pa.array([RESULT], pa.int32()), pa.array([task], pa.int32()), pa.array([pickle.dumps(payload)])]
-    columns += [pa.nulls(1, f.type) for f in list(schema)[3:]]
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
 def _tasks(job: Any, keyed: bool) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function over share numbers: each share compacted; its result, then its keys."""
+    """The ``mapInArrow`` function over share numbers: each share compacted; its result, then its keys' hashes."""
 
     def tasks(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -212,52 +231,31 @@ def _tasks(job: Any, keyed: bool) -> Callable[[Iterator[pa.RecordBatch]], Iterat
         context = TaskContext.get()
         attempt = context.attemptNumber() if context is not None else 0
         j: Job = job.value
-        schema = _output_schema(j.plan)
         for numbered in numbers:
             for number in numbered.column(0).to_pylist():
                 result = run_task(number, attempt, j.shares[number], j.raw, j.target, j.plan, keys=keyed)
                 keys, result.keys = result.keys, None
-                yield _result(schema, number, result)
+                yield _result(number, result)
                 if keys is not None and keys.num_rows:
-                    n = keys.num_rows
-                    yield pa.RecordBatch.from_arrays(
-                        [
-                            pa.array([KEY] * n, pa.int32()),
-                            pa.array([number] * n, pa.int32()),
-                            pa.nulls(n, pa.binary()),
-                            *(keys.column(k).combine_chunks() for k in j.plan.schema.key),
-                            keys.column("_file").combine_chunks(),
-                            keys.column("_written").combine_chunks(),
-                        ],
-                        schema=schema,
+                    hashes = key_hashes(keys.select(list(j.plan.schema.key)))
+                    yield _hash_rows(
+                        number, hashes, keys.column(FILE).combine_chunks(), keys.column(WRITTEN_COLUMN).combine_chunks()
                     )
 
     return tasks
 
 
-def _table_keys(shared: Any, plan: WritePlan) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function reading the keys of the table's data files (``TASK`` -1)."""
-    schema = _output_schema(plan)
+def _table_hashes(shared: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function hashing the keys of the table's data files (task :data:`TABLE`)."""
 
     def read(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         uris, target, key = shared.value
         for numbered in numbers:
             for number in numbered.column(0).to_pylist():
-                keys = target.read_parquet(target.relative(uris[number]), key)
-                n = keys.num_rows
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array([EXISTING] * n, pa.int32()),
-                        pa.array([-1] * n, pa.int32()),
-                        pa.nulls(n, pa.binary()),
-                        *(
-                            pc.cast(keys.column(k), f.type).combine_chunks()
-                            for k, f in zip(key, _key_schema(plan), strict=True)
-                        ),
-                        pa.array([-1] * n, pa.int32()),
-                        pa.array([-1] * n, pa.int32()),
-                    ],
-                    schema=schema,
+                hashes = key_hashes(target.read_parquet(target.relative(uris[number]), key))
+                n = len(hashes)
+                yield _hash_rows(
+                    TABLE, hashes, pa.array(np.full(n, -1, np.int32)), pa.array(np.full(n, number, np.int32))
                 )
 
     return read
@@ -278,7 +276,7 @@ def _rewrites(job: Any, redo: Any) -> Callable[[Iterator[pa.RecordBatch]], Itera
             for number in numbered.column(0).to_pylist():
                 old, drop, tag = redo.value[number]
                 rel = old.rel.replace(".parquet", f"-r{tag}-a{attempt}.parquet")
-                yield _result(_output_schema(p), number, writer.rewrite(old, drop, rel))
+                yield _result(number, writer.rewrite(old, drop, rel))
 
     return rewrite
 

@@ -25,6 +25,8 @@ SESSION_CONF = {
     "spark.ui.showConsoleProgress": "false",  # the job logs its own progress
     "spark.log.level": "WARN",
 }
+# the key hashes' aggregation: twice the cores, not Spark's 200 (200 shuffle blocks per task otherwise)
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 def spark_session(app_name: str, spark_options: Sequence[str] = ()) -> SparkSession:
@@ -42,7 +44,10 @@ def spark_session(app_name: str, spark_options: Sequence[str] = ()) -> SparkSess
         builder = builder.master("local[*]")
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    if not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):  # spark-submit --conf wins
+        spark.conf.set(SHUFFLE_PARTITIONS, str(2 * spark.sparkContext.defaultParallelism))
+    return spark
 
 
 def with_driver_memory(submit_args: str) -> str:
