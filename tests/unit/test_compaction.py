@@ -454,5 +454,7 @@ def test_key_hashes_are_a_function_of_the_key_alone() -> None:
     assert h[0] == 5673650811474366800  # pinned: a process with another PYTHONHASHSEED gets the same
     many = pa.table({"id": [f"dev-{i % 97}" for i in range(200_000)], "seq": pa.array(range(200_000), pa.int64())})
     assert len(np.unique(key_hashes(many))) == 200_000
-    dated = pa.table({"d": pa.array([0, 1, None], pa.date32()), "x": pa.array([1.5, 1.5, None], pa.decimal128(5, 2))})
+    from decimal import Decimal
+    dated = pa.table({"d": pa.array([0, 1, None], pa.date32()),
+                      "x": pa.array([Decimal("1.5"), Decimal("1.5"), None], pa.decimal128(5, 2))})
     assert len(set(key_hashes(dated).tolist())) == 3
