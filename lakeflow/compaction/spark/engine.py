@@ -126,10 +126,11 @@ class SparkEngine:
             hashes = hashes.unionByName(
                 table.mapInArrow(_table_hashes(shared), OUTPUT).select(HASH, TASK, WRITTEN, FILE_ID)
             )
-        copies = F.collect_list(F.struct(TASK, WRITTEN, FILE_ID)).alias("copies")
-        met = hashes.groupBy(HASH).agg(F.count(F.lit(1)).alias("n"), copies).where(F.col("n") > 1).collect()
-        if not met:
+        repeated = hashes.groupBy(HASH).count().where(F.col("count") > 1).select(HASH)  # a long key: Spark's fast map
+        seen = hashes.join(F.broadcast(repeated), HASH).collect()  # the copies of repeated hashes only
+        if not seen:
             return
+        met = _by_hash(seen)
         losing = _losers(met, results, existing, self.target, plan)
         if not losing:
             return
@@ -164,6 +165,14 @@ def balanced(parts: Sequence[FileEntry], count: int) -> list[list[FileEntry]]:
         out[n].append(part)
         heapq.heappush(heap, (size + part.size, n))
     return [b for b in out if b]
+
+
+def _by_hash(rows: Sequence[Any]) -> list[dict[str, Any]]:
+    """The copies (task, written, file id) of each repeated hash."""
+    out: dict[int, list[Any]] = {}
+    for r in rows:
+        out.setdefault(int(r[HASH]), []).append(r)
+    return [{HASH: h, "copies": copies} for h, copies in out.items()]
 
 
 def _losers(
