@@ -458,3 +458,25 @@ def test_key_hashes_are_a_function_of_the_key_alone() -> None:
     dated = pa.table({"d": pa.array([0, 1, None], pa.date32()),
                       "x": pa.array([Decimal("1.5"), Decimal("1.5"), None], pa.decimal128(5, 2))})
     assert len(set(key_hashes(dated).tolist())) == 3
+
+
+def test_a_commit_whose_files_were_written_under_another_schema_is_refused(tmp_path: Path) -> None:
+    """Two compactors racing an evolution: the loser's files were written with the schema it planned; the
+    winner changed the table's schema meanwhile, so the loser's commit conflicts instead of landing files
+    whose field ids the table no longer means."""
+    from pyiceberg.types import LongType
+
+    from lakeflow.compaction.commit import evolved
+
+    settings = load_settings(settings_env(tmp_path))
+    source = (tmp_path / "raw").as_uri()
+    ours = open_target(iceberg_catalog(settings), ("iot",), "t", source, SCHEMA)
+    theirs = open_target(iceberg_catalog(settings), ("iot",), "t", source, SCHEMA)
+    planned = evolved(ours, [])
+    with theirs.table.update_schema() as update:  # the other compactor's evolution lands first
+        update.add_column("rssi", LongType())
+    ours.table.refresh()  # (a commit on fresh metadata: only the schema assertion can catch it)
+    data = _written(ours, [_reading(1, DAY_MS + 1)], "f1")
+    with pytest.raises(CommitConflict, match="schema .* changed while this run wrote its files"):
+        commit(ours, data, f"{source}/_lakeflow/l1.json.gz", source, "run-1", {}, SCHEMA, [], planned)
+    assert iceberg_catalog(settings).load_table(("iot", "t")).current_snapshot() is None
