@@ -7,9 +7,10 @@ an element that is not an object, trailing text): both are quarantined whole. Ea
 against the contract: a record breaking it is set aside with its reason and its text as sent, the
 file's other records kept; fields the schema does not declare are left out and counted.
 
-Fast path: the Flink sink writes ``[r1,\\nr2,\\n…rN]``, one record per line. Such files are turned into
-newline-delimited JSON without a copy per file and parsed many at a time by pyarrow's multi-threaded
-JSON reader under the schema (dates and timestamps read as text, checked and cast); the contract's
+Fast path: the Flink sink writes ``[r1,\\nr2,\\n…rN]``, one record per line. Such files, many at a time,
+are joined and turned into newline-delimited JSON in place, their layout checked with a few numpy passes
+over the whole chunk (:func:`sink_layout`), and parsed by pyarrow's multi-threaded JSON reader under the
+schema (dates and timestamps read as text, checked and cast); the contract's
 remaining rules (required nested fields, finite floats, lengths, formats) are checked on the columns.
 A chunk that fails anywhere is parsed file by file, and a file that still fails goes the exact path:
 Python's ``json`` (numbers as ``Decimal``, so nothing is rounded twice) and the contract record by record.
@@ -38,8 +39,8 @@ FILE = "_file"  # index of the row's file in the batch
 CHUNK_BYTES = 32 * 1024 * 1024  # raw bytes parsed per pyarrow call
 EMPTY = "empty file (no JSON content)"
 MALFORMED = "not a JSON array of record objects (malformed or truncated JSON)"
-_SPACE = frozenset(b" \t\r\n")
-_COMMA, _NEWLINE, _BLANK, _BRACE = ord(","), ord("\n"), ord(" "), ord("{")
+_COMMA, _NEWLINE, _BLANK, _BRACE, _END = ord(","), ord("\n"), ord(" "), ord("{"), ord("}")
+_OPEN, _CLOSE = ord("["), ord("]")
 _WS = re.compile(r"[ \t\n\r]*")
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
 _TIMESTAMPTZ = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$"
@@ -105,38 +106,46 @@ class Parser:
         """Parse the files ``blobs`` (their index in it is their :data:`FILE`)."""
         out = Parsed(rows=self.empty(), files={})
         tables: list[pa.Table] = []
-        chunk: list[tuple[int, memoryview, int]] = []
+        chunk: list[int] = []
         size = 0
 
         def flush() -> None:
             nonlocal size
             if chunk:
-                fast = self._fast(chunk, out.undeclared)
-                if fast is None:
-                    for one in chunk:
-                        single = self._fast([one], out.undeclared)
-                        tables.append(single if single is not None else self._exact(one[0], blobs[one[0]], out))
-                else:
-                    tables.append(fast)
+                tables.extend(self._chunk(chunk, blobs, out))
             chunk.clear()
             size = 0
 
         for i, blob in enumerate(blobs):
-            lines = as_lines(blob) if self.options is not None else None
-            if lines is None:
+            if self.options is None:
                 tables.append(self._exact(i, blob, out))
-            elif lines[1]:
-                chunk.append((i, lines[0], lines[1]))
-                size += len(blob)
-                if size >= CHUNK_BYTES:
-                    flush()
-            else:
-                out.files[i] = FileSummary()  # []
+                continue
+            chunk.append(i)
+            size += len(blob)
+            if size >= CHUNK_BYTES:
+                flush()
         flush()
         kept = [t for t in tables if t.num_rows]
         out.rows = pa.concat_tables(kept) if kept else self.empty()
         self._summarise(out)
         return out
+
+    def _chunk(self, indexes: list[int], blobs: Sequence[bytes], out: Parsed) -> list[pa.Table]:
+        """Files parsed together where they are in the sink's layout and every record is good; the others
+        (and all of a chunk that fails) one by one, down to the exact path."""
+        layout = sink_layout([blobs[i] for i in indexes])
+        fast = [i for i, ok in zip(indexes, layout.ok, strict=True) if ok]
+        slow = [i for i, ok in zip(indexes, layout.ok, strict=True) if not ok]
+        tables = [self._exact(i, blobs[i], out) for i in slow]
+        if not fast:
+            return tables
+        table = self._fast(layout, fast, out.undeclared)
+        if table is not None:
+            return [*tables, table]
+        for i in fast:
+            single = self._fast(sink_layout([blobs[i]]), [i], out.undeclared)
+            tables.append(single if single is not None else self._exact(i, blobs[i], out))
+        return tables
 
     def empty(self) -> pa.Table:
         return self.record_schema.append(pa.field(FILE, pa.int32())).empty_table()
@@ -167,16 +176,12 @@ class Parser:
 
     # --- the fast path ---------------------------------------------------------------------------
 
-    def _fast(self, chunk: Sequence[tuple[int, memoryview, int]], undeclared: Counter[str]) -> pa.Table | None:
+    def _fast(self, layout: SinkLayout, indexes: Sequence[int], undeclared: Counter[str]) -> pa.Table | None:
         """Files in the sink's layout parsed together; None unless every record of every one is good."""
         assert self.options is not None and self.reader is not None
-        expected = sum(n for _, _, n in chunk)
         try:
-            table = pj.read_json(
-                pa.BufferReader(_without_line_end_commas(bytearray(b"\n").join(r for _, r, _ in chunk))),
-                parse_options=self.options,
-            )
-            if table.num_rows != expected:
+            table = pj.read_json(pa.BufferReader(layout.ndjson), parse_options=self.options)
+            if table.num_rows != int(layout.records.sum()):
                 return None
             declared = table.select(self.reader.names)
             declared.validate(full=True)  # pyarrow takes invalid UTF-8 into strings as is
@@ -189,7 +194,7 @@ class Parser:
             count = table.num_rows - table.column(name).null_count
             if count:
                 undeclared[name] += count
-        index = np.repeat(np.array([i for i, _, _ in chunk], dtype=np.int32), [n for _, _, n in chunk])
+        index = np.repeat(np.asarray(indexes, dtype=np.int32), layout.records)
         return rows.append_column(FILE, pa.array(index))
 
     # --- the exact path --------------------------------------------------------------------------
@@ -254,33 +259,59 @@ def _type_fits(values: pa.Array, t: Mapping[str, Any]) -> bool:
     return True
 
 
-def as_lines(blob: bytes) -> tuple[memoryview, int] | None:
-    """A file in the sink's layout: its records' text (commas ending lines still in) and their
-    count; None for any other layout. No copy of the file is made."""
-    start, end = blob.find(b"["), blob.rfind(b"]")
-    if start < 0 or end < start or blob[:start].strip() or blob[end + 1 :].strip():
-        return None
-    first, last = start + 1, end - 1
-    while first <= last and blob[first] in _SPACE:
-        first += 1
-    while last >= first and blob[last] in _SPACE:
-        last -= 1
-    if first > last:
-        return memoryview(b""), 0
-    lines = blob.count(b"\n", first, last)
-    # Every line one record: it starts with '{' and all but the last end with ','. Anything else
-    # takes the exact path: a blank line could hide a line holding two records.
-    if blob[first] != _BRACE or blob.count(b",\n{", first, last) != lines:
-        return None
-    return memoryview(blob)[first : last + 1], lines + 1
+@dataclass(frozen=True)
+class SinkLayout:
+    """Files joined as newline-delimited JSON: which of them are in the sink's layout, the records of each,
+    and the text of those that are (the others left out)."""
+
+    ok: np.ndarray  # per file: in the layout
+    records: np.ndarray  # per file in the layout: its records
+    ndjson: np.ndarray  # their records, one a line (uint8)
 
 
-def _without_line_end_commas(text: bytearray) -> np.ndarray:
-    """``text``, changed in place: each comma that ends a line becomes a space."""
-    out = np.frombuffer(text, np.uint8)
-    before = np.flatnonzero(out[1:] == _NEWLINE)  # positions of the characters before newlines
-    out[before[out[before] == _COMMA]] = _BLANK
-    return out
+def sink_layout(blobs: Sequence[bytes]) -> SinkLayout:
+    """The sink's layout checked on many files at once: each file is ``[{…},\n{…},\n…{…}]`` and an optional
+    final newline — it starts with ``[{``, ends with ``}]``, and every newline inside it follows a comma and
+    precedes ``{`` (a raw newline cannot occur inside a JSON string, so each line is one record). Files that
+    are, joined, become NDJSON in place: the brackets and the commas ending lines turned into spaces."""
+    sizes = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
+    text = np.frombuffer(bytearray(b"\n").join(blobs), np.uint8)  # a newline between files: each ends a line
+    starts = np.cumsum(sizes + 1) - (sizes + 1)
+    ends = starts + sizes
+    trailing = np.zeros(len(blobs), dtype=bool)
+    nonempty = sizes >= 4
+    trailing[nonempty] = text[ends[nonempty] - 1] == _NEWLINE
+    close = ends - 1 - trailing  # the position of each file's last character but a final newline
+    ok = nonempty.copy()
+    first = starts[nonempty]
+    ok[nonempty] = (
+        (text[first] == _OPEN)
+        & (text[first + 1] == _BRACE)
+        & (text[close[nonempty]] == _CLOSE)
+        & (text[close[nonempty] - 1] == _END)
+    )
+    newlines = np.flatnonzero(text == _NEWLINE)
+    owner = np.searchsorted(starts, newlines, side="right") - 1
+    inside = newlines < ends[owner]  # not the separators between files
+    newlines, owner = newlines[inside], owner[inside]
+    final = trailing[owner] & (newlines == ends[owner] - 1)
+    inner = newlines[~final]
+    inner_owner = owner[~final]
+    after = np.minimum(inner + 1, len(text) - 1)
+    broken = (text[inner - 1] != _COMMA) | (text[after] != _BRACE)
+    ok[np.unique(inner_owner[broken])] = False
+    if not ok.all():
+        kept = [b for b, good in zip(blobs, ok, strict=True) if good]
+        if not kept:
+            return SinkLayout(ok=ok, records=np.zeros(0, dtype=np.int64), ndjson=np.zeros(0, dtype=np.uint8))
+        inner_layout = sink_layout(kept)
+        return SinkLayout(ok=ok, records=inner_layout.records, ndjson=inner_layout.ndjson)
+    out = text.copy() if not text.flags.writeable else text
+    out[starts] = _BLANK
+    out[close] = _BLANK
+    out[inner - 1] = _BLANK
+    records = np.bincount(inner_owner, minlength=len(blobs)) + 1
+    return SinkLayout(ok=ok, records=records, ndjson=out)
 
 
 def records_of(blob: bytes) -> list[tuple[str, dict[str, Any]]] | str | None:

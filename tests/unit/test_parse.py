@@ -11,7 +11,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from lakeflow.compaction.parse import EMPTY, FILE, MALFORMED, Parser, as_lines
+from lakeflow.compaction.parse import EMPTY, FILE, MALFORMED, Parser, sink_layout
 from lakeflow.schema import load_schema
 from lakeflow.schema.declared import parse_schema
 from lakeflow.schema.examples import example
@@ -38,7 +38,7 @@ def test_both_paths_give_the_same_rows(schema) -> None:
     parser = Parser(schema)
     fast = parser.parse([sink_file(records[:10]), sink_file(records[10:])])
     exact = parser.parse([indented(records[:10]), indented(records[10:])])
-    assert as_lines(sink_file(records)) is not None and as_lines(indented(records)) is None
+    assert sink_layout([sink_file(records), indented(records)]).ok.tolist() == [True, False]
     assert fast.rows.num_rows == 20 and not fast.bad
     assert fast.rows.to_pylist() == exact.rows.to_pylist()
     assert fast.rows.schema == exact.rows.schema
@@ -113,3 +113,16 @@ def test_rows_record_their_file() -> None:
     parsed = Parser(schema).parse([sink_file([example(schema, n) for n in range(k, k + 2)]) for k in (0, 2, 4)])
     assert parsed.rows.column(FILE).to_pylist() == [0, 0, 1, 1, 2, 2]
     assert parsed.rows.schema.field(FILE).type == pa.int32()
+
+
+def test_the_sink_layout_is_checked_per_file_on_the_whole_chunk() -> None:
+    schema = load_schema()
+    good = sink_file([example(schema, n) for n in range(3)])
+    variants = [good, good.rstrip(b"\n"), b"[]", b"", b"[{}]\n", good.replace(b",\n", b", \n", 1),
+                good.replace(b",\n", b",\r\n", 1), b" " + good, good + b"x", sink_file([example(schema, 9)])]
+    layout = sink_layout(variants)
+    assert layout.ok.tolist() == [True, True, False, False, True, False, False, False, False, True]
+    assert layout.records.tolist() == [3, 3, 1, 1]
+    lines = bytes(layout.ndjson).split(b"\n")
+    assert sum(1 for line in lines if line.strip()) == 8
+    assert all(isinstance(json.loads(line), dict) for line in lines if line.strip())
