@@ -64,7 +64,10 @@ def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
     if job.kafka:
         _build_kafka(env, job, job.kafka)
         return
+    generator = sensors.Generator(job.schema, job.num_sensors, job.run_id)
     t_env = StreamTableEnvironment.create(env)
+    for key, value in sensors.SESSION.items():
+        t_env.get_config().set(key, value)
     jvm = get_gateway().jvm
     ticks = env.from_source(
         Source(jvm.lakeflow.flink.SensorTicks.source(job.count, job.rows_per_second)),
@@ -73,8 +76,8 @@ def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
         type_info=TICKS,
     ).uid("sensor-ticks")
     t_env.create_temporary_view("ticks", t_env.from_data_stream(ticks))
-    t_env.create_temporary_view("readings", t_env.sql_query(sensors.readings_sql("ticks", job.num_sensors, job.run_id)))
-    json = t_env.to_data_stream(t_env.sql_query(sensors.json_sql("readings")))
+    t_env.create_temporary_view("records", t_env.sql_query(generator.columns_sql("ticks")))
+    json = t_env.to_data_stream(t_env.sql_query(generator.json_sql("records")))
     json.sink_to(json_array_sink(job.location, _table(job))).name(job.sink_name).uid("lakeflow-sink")
 
 
