@@ -22,6 +22,7 @@ import json
 import math
 import random
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -78,17 +79,18 @@ class _Hint(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     FITS: ClassVar[tuple[str, ...]]  # the field kinds it makes
 
+    @abstractmethod
     def sql(self, t: PrimitiveType, c: Context) -> str:
         """The field's typed value in SQL over the columns ``seq``, ``timestamp_ms`` and ``idx``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
         """The same value in Python, as JSON holds it."""
-        raise NotImplementedError
 
     def digits(self) -> tuple[int, int]:
-        """A float or double's integer digits and decimal places, as the JSON writes it."""
-        return 10, 2
+        """A double or float's integer digits and decimal places, as the JSON writes it (the hints
+        that make them say)."""
+        raise NotImplementedError
 
     def check(self, t: PrimitiveType, rules: FieldRules, path: str) -> None:
         """SchemaError naming ``path`` when the hint cannot make the field."""
@@ -352,18 +354,18 @@ def _require_safe(text: str, path: str) -> None:
 Pieces = list[tuple[bool, str]]  # a JSON text's parts for CONCAT: (is a literal text, the text or an SQL expression)
 
 
-class _Node:
+class _Node(ABC):
     """One generated value of the schema: its typed SQL, its JSON text from that, the same in Python."""
 
-    def sql(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def sql(self) -> str: ...
 
+    @abstractmethod
     def json(self, expr: str) -> Pieces:
         """The JSON text of the value ``expr`` (an SQL expression of the type :meth:`sql` makes)."""
-        raise NotImplementedError
 
-    def value(self, tick: Tick, rng: random.Random) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def value(self, tick: Tick, rng: random.Random) -> Any: ...
 
 
 @dataclass(frozen=True)
