@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from lakeflow.ingest.job import PARAM_SCHEMA_DIGEST, PARAM_SCHEMA_TITLE
 from lakeflow.ingest.sensors import DailyCycle, PerDevice, parse_hint
 from lakeflow.lineage import datasets
 from lakeflow.schema import load_schema
@@ -142,6 +143,7 @@ def test_flink_run_declares_the_table_to_the_job_manager(cluster_run: Run, flink
         == ("local", "iot", "sensor-readings")
     readings = json.loads(next(cluster_run.table_dir.glob("*/part-*.json")).read_text())
     assert params[datasets.PARAM_RUN_ID] == readings[0]["run_id"]
+    assert (params[PARAM_SCHEMA_TITLE], params[PARAM_SCHEMA_DIGEST]) == ("sensor-reading", load_schema().digest)
     job = requests.get(f"{flink_cluster.rest_url}/v1/jobs/{job_id}", timeout=10).json()
     assert job["state"] == "FINISHED"
     assert any(f"{datasets.SINK_NAME_PREFIX}[{location}]" in v["name"] for v in job["vertices"])
