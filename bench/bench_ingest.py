@@ -2,8 +2,9 @@
 Table API ``datagen`` → ``filesystem`` sink (``json`` format) on the same machine in the same run;
 then how long ``make run`` takes to its first committed file.
 
-Both jobs: 100 sensors, the same reading SQL (the baseline's datagen draws seq and timestamp
-at random; lakeflow's source counts them), parallelism 2, exactly-once checkpoints every 2 s
+Both jobs: 100 sensors, the same SQL making records of the declared schema (lakeflow's default
+sensor reading; ``--schema FILE`` another, e.g. a nested one) — the baseline's datagen draws seq and
+timestamp at random, lakeflow's source counts them — parallelism 2, exactly-once checkpoints every 2 s
 into filesystem storage, N readings unthrottled; timed from submission until every reading is
 committed (job start-up and SQL planning included for both). After an untimed warm-up of
 both, rounds alternate the order (A B, B A…). Two figures per job: readings per wall-clock second (best round), and readings per
@@ -30,7 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 from lakeflow.catalog.local import LocalCatalog  # noqa: E402
 from lakeflow.ingest import sensors  # noqa: E402
+from lakeflow.ingest.flink_types import quoted, sql_fields  # noqa: E402
 from lakeflow.ingest.job import IngestJob  # noqa: E402
+from lakeflow.schema import load_schema  # noqa: E402
 from lakeflow.settings import load_settings  # noqa: E402
 
 
@@ -53,13 +56,15 @@ class Meter:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + time.process_time()
 
 
-def lakeflow_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int) -> Meter:
+def lakeflow_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int,
+                 schema: Path | None) -> Meter:
     """The real job (pipeline.build + pipeline.execute, progress watcher included)."""
     from lakeflow.ingest import pipeline
     from lakeflow.ingest.progress import PartFiles
 
     settings = load_settings({"LAKEFLOW_HOME": str(home), "NUM_SENSORS": str(num_sensors),
-                              "NUM_RECORDS": str(records), "BATCH_INTERVAL_MS": str(interval_ms)},
+                              "NUM_RECORDS": str(records), "BATCH_INTERVAL_MS": str(interval_ms),
+                              **({"TABLE_SCHEMA": str(schema)} if schema else {})},
                              env_file=Path(os.devnull), local=True)
     handle = LocalCatalog(settings.home).register(settings.namespace, settings.table)
     job = IngestJob.plan(settings, handle, parallelism=parallelism, throttled=False)
@@ -71,8 +76,9 @@ def lakeflow_job(home: Path, records: int, num_sensors: int, parallelism: int, i
     return meter
 
 
-def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int) -> Meter:
-    """Flink's datagen → the same reading SQL → filesystem sink, json format."""
+def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int,
+                 schema: Path | None) -> Meter:
+    """Flink's datagen → the same SQL making records → filesystem sink, json format."""
     from pyflink.common import Configuration
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.table import StreamTableEnvironment
@@ -88,6 +94,9 @@ def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, i
                        "rest.port": "0"}.items():
         conf.set_string(key, value)
     t_env = StreamTableEnvironment.create(StreamExecutionEnvironment.get_execution_environment(conf))
+    for key, value in sensors.SESSION.items():
+        t_env.get_config().set(key, value)
+    declared = load_schema(schema)
     # Random fields, not a `sequence` seq: datagen keeps a sequence's whole remaining range in
     # memory and in every checkpoint, which would slow the baseline down for a reason that has
     # nothing to do with the sink.
@@ -95,13 +104,12 @@ def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, i
         'connector' = 'datagen', 'rows-per-second' = '1000000000', 'number-of-rows' = '{records}',
         'fields.seq.min' = '0', 'fields.seq.max' = '{records - 1}',
         'fields.timestamp_ms.min' = '1700000000000', 'fields.timestamp_ms.max' = '1800000000000')""")
-    columns = ", ".join(f"{name} {dict(((str, 'STRING'), (int, 'BIGINT'), (float, 'DOUBLE')))[kind]}"
-                        for name, kind in sensors.FIELDS)
+    columns = ", ".join(f"{quoted(name)} {sql_type}" for name, sql_type in sql_fields(declared))
     t_env.execute_sql(f"""CREATE TEMPORARY TABLE readings_sink ({columns}) WITH (
         'connector' = 'filesystem', 'path' = '{out.as_uri()}', 'format' = 'json')""")
     with Meter() as meter:
         t_env.execute_sql("INSERT INTO readings_sink "
-                          + sensors.readings_sql("ticks", num_sensors, str(uuid.uuid4()))).wait()
+                          + sensors.Generator(declared, num_sensors, str(uuid.uuid4())).columns_sql("ticks")).wait()
     committed = sum(p.read_bytes().count(b"\n") for p in out.rglob("*") if p.is_file() and not p.name.startswith("."))
     assert committed == records, f"baseline committed {committed} of {records}"
     return meter
@@ -157,20 +165,23 @@ def main() -> int:
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--interval-ms", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--schema", type=Path, help="a declared schema (TABLE_SCHEMA) instead of the default")
     parser.add_argument("--skip-make-run", action="store_true")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     os.environ.setdefault("FLINK_LOG_DIR", str(work / "log"))
     try:
-        print(f"throughput: {args.records:,} readings, {args.sensors} sensors, parallelism {args.parallelism}, "
-              f"{args.interval_ms} ms checkpoints, {os.cpu_count()} cores", flush=True)
+        print(f"throughput: {args.records:,} readings of {args.schema or 'the default schema'}, {args.sensors} sensors, "
+              f"parallelism {args.parallelism}, {args.interval_ms} ms checkpoints, {os.cpu_count()} cores", flush=True)
         runs = {"baseline": baseline_job, "lakeflow": lakeflow_job}
         for name, run in runs.items():  # warm-up: JIT and first-MiniCluster costs out of the figures
-            run(work / f"warmup-{name}", min(args.records, 200_000), args.sensors, args.parallelism, args.interval_ms)
+            run(work / f"warmup-{name}", min(args.records, 200_000), args.sensors, args.parallelism, args.interval_ms,
+                args.schema)
             shutil.rmtree(work / f"warmup-{name}", ignore_errors=True)
         compare(
-            {name: (lambda home, run=run: run(home, args.records, args.sensors, args.parallelism, args.interval_ms))
+            {name: (lambda home, run=run: run(home, args.records, args.sensors, args.parallelism, args.interval_ms,
+                                              args.schema))
              for name, run in runs.items()},
             args.records, args.rounds, work,
             {"baseline": "Flink datagen → SQL → filesystem sink, json",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -30,19 +31,20 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_ingest import Meter, compare  # noqa: E402
 from lakeflow.runtime import jars  # noqa: E402
 from lakeflow.catalog.local import LocalCatalog  # noqa: E402
+from lakeflow.ingest.flink_types import quoted, sql_fields  # noqa: E402
 from lakeflow.ingest.job import IngestJob  # noqa: E402
-from lakeflow.readings import FIELDS  # noqa: E402
+from lakeflow.ingest.sensors import Generator  # noqa: E402
+from lakeflow.schema import load_schema  # noqa: E402
 from lakeflow.settings import load_settings  # noqa: E402
 from tests.support.kafka_broker import KafkaBroker, run_kafka  # noqa: E402
 
 
 def fill_topic(broker: KafkaBroker, topic: str, records: int) -> None:
-    """``records`` readings of one run as JSON messages (``ConsoleProducer``), in chunks."""
-    run_id, chunk = str(uuid.uuid4()), 100_000
+    """``records`` records of the default schema (one run, 100 sensors) as JSON messages
+    (``ConsoleProducer``), in chunks."""
+    generator, rng, chunk = Generator(load_schema(), 100, str(uuid.uuid4())), random.Random(26), 100_000
     for start in range(0, records, chunk):
-        broker.produce(topic, [json.dumps({"sensor_id": f"sensor-{seq % 100 + 1:03d}", "run_id": run_id, "seq": seq,
-                                           "timestamp_ms": 1_764_000_000_000 + seq, "temperature": 21.25,
-                                           "humidity": 48.5, "pressure": 1011.75, "location": "cold-store"})
+        broker.produce(topic, [json.dumps(generator.record(seq, 1_764_000_000_000 + seq, rng), separators=(",", ":"))
                                for seq in range(start, min(start + chunk, records))])
 
 
@@ -85,8 +87,7 @@ def baseline_job(home: Path, broker: KafkaBroker, topic: str, records: int, para
                        "pipeline.jars": connector}.items():
         conf.set_string(key, value)
     t_env = StreamTableEnvironment.create(StreamExecutionEnvironment.get_execution_environment(conf))
-    columns = ", ".join(f"{name} {dict(((str, 'STRING'), (int, 'BIGINT'), (float, 'DOUBLE')))[kind]}"
-                        for name, kind in FIELDS)
+    columns = ", ".join(f"{quoted(name)} {sql_type}" for name, sql_type in sql_fields(load_schema()))
     t_env.execute_sql(f"""CREATE TEMPORARY TABLE messages ({columns}) WITH (
         'connector' = 'kafka', 'topic' = '{topic}', 'properties.bootstrap.servers' = '{broker.bootstrap}',
         'properties.group.id' = 'bench-baseline-{uuid.uuid4().hex[:8]}', 'scan.startup.mode' = 'earliest-offset',

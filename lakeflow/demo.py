@@ -182,11 +182,13 @@ def kafka_topic(home: Path, records: int, steps: Steps) -> Iterator[Topic]:
 
 
 def synthetic_readings(records: int) -> list[str]:
-    """``records`` readings of :data:`SENSORS` sensors as JSON, one run id, a millisecond apart."""
-    from lakeflow.ingest.sensors import reading
+    """``records`` records of the default schema from :data:`SENSORS` sensors as JSON (what the synthetic
+    source makes), one run id, a millisecond apart."""
+    from lakeflow.ingest.sensors import Generator
+    from lakeflow.schema import load_schema
 
-    run_id, now, rng = str(uuid.uuid4()), int(time.time() * 1000), random.Random()
-    return [json.dumps(reading(seq, SENSORS, run_id, now + seq, rng)) for seq in range(records)]
+    generator, now, rng = Generator(load_schema(), SENSORS, str(uuid.uuid4())), int(time.time() * 1000), random.Random()
+    return [json.dumps(generator.record(seq, now + seq, rng)) for seq in range(records)]
 
 
 def kafka_environment(topic: Topic) -> dict[str, str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from lakeflow.catalog.base import TableHandle, TableIdent
 from lakeflow.ingest.kafka import KafkaInput
 from lakeflow.lineage import datasets
+from lakeflow.schema import TableSchema, declared_schema
 from lakeflow.settings import Settings
 
 FOREVER = 2**63 - 1  # SensorTicks count for NUM_RECORDS=-1 (Long.MAX_VALUE)
@@ -20,12 +21,14 @@ FOREVER = 2**63 - 1  # SensorTicks count for NUM_RECORDS=-1 (Long.MAX_VALUE)
 # TaskManager fails every region it ran) count as one restart.
 RESTART_ATTEMPTS = 20
 RESTART_RESET = "10 min"
+PARAM_SCHEMA_TITLE = f"{datasets.PARAM_PREFIX}schema.title"  # the declared schema's title …
+PARAM_SCHEMA_DIGEST = f"{datasets.PARAM_PREFIX}schema.digest"  # … and the digest of its declaration
 
 
 @dataclass(frozen=True)
 class IngestJob:
-    """What one run writes where: the table, its location, and its source — the synthetic sensors
-    and their pacing, or a Kafka topic (``kafka``)."""
+    """What one run writes where: the table, its location, its declared schema, and its source — the
+    synthetic sensors and their pacing, or a Kafka topic (``kafka``)."""
 
     table: TableIdent
     location: str
@@ -37,6 +40,7 @@ class IngestJob:
     batch_size: int
     batch_interval_ms: int
     home: Path
+    schema: TableSchema  # the records' (TABLE_SCHEMA): what the sensors make, what a message must fit
     parallelism: int | None = None  # None: Flink's default (cores locally, -p on flink run)
     throttled: bool = True  # False: as fast as possible (the benchmark)
     kafka: KafkaInput | None = None  # SOURCE=kafka: read readings from this topic instead of the sensors
@@ -59,6 +63,7 @@ class IngestJob:
             batch_size=settings.batch_size,
             batch_interval_ms=settings.batch_interval_ms,
             home=settings.home,
+            schema=declared_schema(settings),
             parallelism=parallelism,
             throttled=throttled,
             kafka=KafkaInput.from_settings(settings),
@@ -66,7 +71,7 @@ class IngestJob:
 
     @property
     def bounded(self) -> bool:
-        """Ends by itself: NUM_RECORDS readings, or the topic up to its offsets at start (KAFKA_STOP_AT)."""
+        """Ends by itself: NUM_RECORDS records, or the topic up to its offsets at start (KAFKA_STOP_AT)."""
         return self.kafka.stop_at_latest if self.kafka else self.num_records > 0
 
     @property
@@ -93,8 +98,8 @@ class IngestJob:
         return self.home / "checkpoints"
 
     def job_parameters(self) -> dict[str, str]:
-        """Global job parameters declaring the table, and the topic of a Kafka-fed run (GET
-        /jobs/{id}/config → user-config)."""
+        """Global job parameters declaring the table and its declared schema (title, digest), and the
+        topic of a Kafka-fed run (GET /jobs/{id}/config → user-config)."""
         source = (
             {datasets.PARAM_SOURCE_NAMESPACE: self.kafka.namespace, datasets.PARAM_SOURCE_NAME: self.kafka.topic}
             if self.kafka
@@ -109,6 +114,8 @@ class IngestJob:
             datasets.PARAM_LOCATION: self.location,
             datasets.PARAM_FORMAT: "dataset",
             datasets.PARAM_RUN_ID: self.run_id,
+            PARAM_SCHEMA_TITLE: self.schema.title,
+            PARAM_SCHEMA_DIGEST: self.schema.digest,
             **source,
         }
 

@@ -1,24 +1,23 @@
-"""The Kafka source of the ingestion job: readings as JSON messages on a topic.
+"""The Kafka source of the ingestion job: records of the declared schema as JSON messages on a topic.
 
 Flink's own ``KafkaSource`` (``flink-sql-connector-kafka``, the ``kafka-connector`` jar set of
 :mod:`lakeflow.runtime.jars`) reads the topic as ``(topic, partition, offset, payload)`` rows
 (``KafkaMessages``, java/), commits the group's offsets on every checkpoint and names the topic to
 Flink's native lineage (``kafka://<first server>`` + the topic); ``KafkaReadings`` (java/)
-validates each message on the JVM: readings go on to the table's part files, every other message
-to the dead letters (:data:`DEAD_LETTERS`) with its reason, topic, partition, offset and payload.
+validates each message on the JVM against the declared schema's record contract
+(:meth:`lakeflow.schema.TableSchema.contract_json`, a job parameter): records go on whole to the
+table's part files, every other message to the dead letters (:data:`DEAD_LETTERS`) with its reason,
+topic, partition, offset and payload.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lakeflow.readings import FIELDS
 from lakeflow.secret import Secret
 from lakeflow.settings.kafka import KafkaSource
 
 DEAD_LETTERS = "_dead_letters"  # the dead-letter folder under the table location (compaction skips "_" folders)
-SQL_TYPES = {str: "STRING", int: "BIGINT", float: "DOUBLE"}  # a reading field's type, as the job declares it
-JSON_KINDS = {str: "string", int: "integer", float: "number"}  # … and as KafkaReadings checks it
 # The connector jar shades the Kafka client: its login modules live under this package.
 SHADED = "org.apache.flink.kafka.shaded.org.apache.kafka.common.security"
 LOGIN_MODULES = {
@@ -81,12 +80,6 @@ class KafkaInput:
         """The Kafka client properties beyond servers, topic and group (security): secrets
         revealed, so hand them to Flink's ``KafkaSource`` only — never log them."""
         return {key: value.reveal() if isinstance(value, Secret) else value for key, value in self.security.items()}
-
-
-def reading_schema() -> tuple[list[str], list[str], list[tuple[str, str]]]:
-    """The reading's field names, their JSON kinds (for ``KafkaReadings``) and ``(name, SQL type)`` pairs."""
-    names = [name for name, _ in FIELDS]
-    return names, [JSON_KINDS[kind] for _, kind in FIELDS], [(name, SQL_TYPES[kind]) for name, kind in FIELDS]
 
 
 def dead_letter_location(location: str) -> str:

@@ -1,9 +1,10 @@
-"""The ingestion pipeline on Flink: ``SensorTicks`` source → SQL (reading → JSON) → ``FileSink``,
-or, with SOURCE=kafka, Flink's ``KafkaSource`` → ``KafkaReadings`` (valid readings → ``FileSink``,
-the rest → the dead-letter ``FileSink``).
+"""The ingestion pipeline on Flink: ``SensorTicks`` source → SQL (a record of the declared schema →
+JSON) → ``FileSink``, or, with SOURCE=kafka, Flink's ``KafkaSource`` → ``KafkaReadings`` (records that
+fit the declared schema's contract → ``FileSink``, the rest → the dead-letter ``FileSink``).
 
 Python only declares it; no record passes through Python. The job graph carries the table's
-identity (global job parameters and the sink's name) for the lineage harvester.
+identity and schema (global job parameters, the sink's name and its native-lineage dataset) for the
+lineage harvester.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import os
 import time
 
+from py4j.java_gateway import JavaObject
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyflink.common import Configuration, WatermarkStrategy
 from pyflink.common.typeinfo import Types
@@ -19,9 +21,9 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors import Source
 from pyflink.java_gateway import get_gateway
 from pyflink.table import StreamTableEnvironment
-from pyflink.util.java_utils import to_jarray
 
 from lakeflow.ingest import IngestError, kafka, sensors
+from lakeflow.ingest.flink_types import sql_fields
 from lakeflow.ingest.job import IngestJob
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, Summary
 from lakeflow.ingest.sink import add_jvm_helpers, dead_letter_sink, json_array_sink, table_lineage
@@ -57,12 +59,15 @@ def create_environment(job: IngestJob) -> StreamExecutionEnvironment:
 
 
 def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
-    """Add the job's operators to ``env``: ticks → readings → JSON → part files, or Kafka
-    messages → validated readings → part files (+ dead letters)."""
+    """Add the job's operators to ``env``: ticks → records of the declared schema → JSON → part files,
+    or Kafka messages → validated records → part files (+ dead letters)."""
     if job.kafka:
         _build_kafka(env, job, job.kafka)
         return
+    generator = sensors.Generator(job.schema, job.num_sensors, job.run_id)
     t_env = StreamTableEnvironment.create(env)
+    for key, value in sensors.SESSION.items():
+        t_env.get_config().set(key, value)
     jvm = get_gateway().jvm
     ticks = env.from_source(
         Source(jvm.lakeflow.flink.SensorTicks.source(job.count, job.rows_per_second)),
@@ -71,19 +76,20 @@ def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
         type_info=TICKS,
     ).uid("sensor-ticks")
     t_env.create_temporary_view("ticks", t_env.from_data_stream(ticks))
-    readings = t_env.sql_query(sensors.readings_sql("ticks", job.num_sensors, job.run_id))
-    t_env.create_temporary_view("readings", readings)
-    json = t_env.to_data_stream(t_env.sql_query(sensors.json_sql("readings")))
-    schema = readings.get_resolved_schema()
-    fields = list(zip(schema.get_column_names(), map(str, schema.get_column_data_types()), strict=True))
-    json.sink_to(json_array_sink(job.location, table_lineage(job.job_parameters(), fields))).name(job.sink_name).uid(
-        "lakeflow-sink"
-    )
+    t_env.create_temporary_view("records", t_env.sql_query(generator.columns_sql("ticks")))
+    json = t_env.to_data_stream(t_env.sql_query(generator.json_sql("records")))
+    json.sink_to(json_array_sink(job.location, _table(job))).name(job.sink_name).uid("lakeflow-sink")
+
+
+def _table(job: IngestJob) -> JavaObject:
+    """The table the job writes, for Flink's native lineage: its identity and declared fields."""
+    return table_lineage(job.job_parameters(), sql_fields(job.schema))
 
 
 def _build_kafka(env: StreamExecutionEnvironment, job: IngestJob, source: kafka.KafkaInput) -> None:
     """Flink's ``KafkaSource`` (``KafkaMessages``: topic, partition, offset, payload; it names the
-    topic to Flink's native lineage) → ``KafkaReadings`` → part files, dead letters beside them."""
+    topic to Flink's native lineage) → ``KafkaReadings`` (the declared schema's record contract, as
+    JSON) → part files, dead letters beside them."""
     gateway = get_gateway()
     properties = gateway.jvm.java.util.HashMap()
     for key, value in source.client_properties().items():
@@ -103,17 +109,9 @@ def _build_kafka(env: StreamExecutionEnvironment, job: IngestJob, source: kafka.
         WatermarkStrategy.no_watermarks(),
         f"KafkaSource-{source.topic}",
     ).uid("kafka-source")
-    names, kinds, fields = kafka.reading_schema()
-    string, validator = gateway.jvm.String, gateway.jvm.lakeflow.flink.KafkaReadings
-    validated = validator.validate(
-        messages._j_data_stream,
-        to_jarray(string, names),
-        to_jarray(string, kinds),
-        source.max_message_bytes,
-    )
-    DataStream(validated).sink_to(json_array_sink(job.location, table_lineage(job.job_parameters(), fields))).name(
-        job.sink_name
-    ).uid("lakeflow-sink")
+    validator = gateway.jvm.lakeflow.flink.KafkaReadings
+    validated = validator.validate(messages._j_data_stream, job.schema.contract_json(), source.max_message_bytes)
+    DataStream(validated).sink_to(json_array_sink(job.location, _table(job))).name(job.sink_name).uid("lakeflow-sink")
     dead_letters = kafka.dead_letter_location(job.location)
     DataStream(validator.deadLetters(validated)).sink_to(dead_letter_sink(dead_letters)).name(
         f"{datasets.SINK_NAME_PREFIX}[{dead_letters}]"  # declared: the harvest shows it as an output
@@ -140,7 +138,13 @@ def execute(env: StreamExecutionEnvironment, job: IngestJob, files: PartFiles) -
         pace = f"{job.batch_size} readings every {job.batch_interval_ms} ms" if job.throttled else "unthrottled"
         total = f"{job.num_records} readings" if job.bounded else "until stopped (Ctrl+C)"
         log.info(
-            "streaming %s from %d sensors (%s, run_id %s) → %s", total, job.num_sensors, pace, job.run_id, job.location
+            "streaming %s of %s from %d sensors (%s, run_id %s) → %s",
+            total,
+            job.schema.title or job.schema.source,
+            job.num_sensors,
+            pace,
+            job.run_id,
+            job.location,
         )
     started = time.monotonic()
     client = env.execute_async(job.name)

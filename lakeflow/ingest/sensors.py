@@ -1,163 +1,535 @@
-"""The synthetic sensors: who they are, their per-sensor baselines, and the SQL that turns a
-``(seq, timestamp_ms)`` tick into one reading as a JSON document.
+"""The synthetic sensors: records of the declared schema, built on the JVM in SQL from ``SensorTicks``'
+``(seq, timestamp_ms)`` ticks (:meth:`Generator.columns_sql`, :meth:`Generator.json_sql`), and the same
+records in Python (:meth:`Generator.record`: a producer of messages to a Kafka topic, ``lakeflow demo
+--source kafka``).
 
-Reading ``seq`` belongs to sensor ``seq % num_sensors`` (round robin, so every sensor reports
-at the same rate). A sensor's baselines are a pure function of its index — the same in every
-run — and the SQL computes them from the index with the constants below; :func:`baseline` is
-the same formula in Python, for tests and docs. Around its baseline a value follows a daily
-cycle plus uniform noise; humidity is clamped to 20–95 %.
+Tick ``seq`` belongs to device ``seq % NUM_SENSORS`` (round robin: every device reports at the same rate).
+Each field is made as its ``x-lakeflow-generate`` hint says (:data:`Hint`; docs/ingestion.md, "The
+generator"); unhinted, the event-time field is the tick's time, a key field the tick's ``seq`` (synthetic
+records never collide on the key) and any other field a default of its type (:func:`default_hint`). A
+struct's fields, a list's items (:data:`LIST_ITEMS` of them, at most ``maxItems``) and a map's values
+(keys :data:`MAP_KEYS`) are made the same way, each by the hint at its path (``gps.lat``, ``accel[]``,
+``tags{}``).
+
+The SQL selects each field as a typed column, then writes each row as one JSON document with ``CONCAT``
+(which keeps the declared order): numbers fixed-point, strings unescaped — so a hint's strings may
+hold no ``"``, ``\\`` or control character.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
-from lakeflow.readings import DAY_MS, FIELDS
-
-LOCATIONS = (
-    "greenhouse-north",
-    "greenhouse-south",
-    "cold-store",
-    "packing-hall",
-    "loading-dock",
-    "office",
-    "server-room",
-    "rooftop",
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
 )
-HUMIDITY_MIN, HUMIDITY_MAX = 20.0, 95.0
+from pyiceberg.types import DecimalType, IcebergType, ListType, MapType, PrimitiveType, StructType
+
+from lakeflow.ingest.flink_types import quoted, sql_type
+from lakeflow.schema import TableSchema
+from lakeflow.schema.model import FieldRules
+from lakeflow.schema.records import Invalid, compile_type
+from lakeflow.schema.types import SchemaError, kind
+
+DAY_MS = 86_400_000  # a daily cycle's period, in the ticks' milliseconds
+LIST_ITEMS = 3  # a list's items (at most its maxItems)
+MAP_KEYS = ("key1", "key2")  # a map's keys
+_SAFE = re.compile(r'[^"\\\x00-\x1f]*')  # what a JSON string holds unescaped
+_RUN_ID = re.compile(r"[A-Za-z0-9_.:-]+")
+
+
+class Tick(NamedTuple):
+    """One tick: its ``seq``, its time (epoch milliseconds) and its device (``seq % NUM_SENSORS``, from 0)."""
+
+    seq: int
+    timestamp_ms: int
+    device: int
 
 
 @dataclass(frozen=True)
-class Quantity:
-    """``low + spread * u(index)`` with ``u = (index * prime mod 1000) / 1000`` as the baseline;
-    ``± amplitude`` over the day, ``± noise / 2`` per reading."""
+class Context:
+    """What every field's SQL and value may use besides the tick."""
 
+    num_sensors: int
+    run_id: str
+
+    @property
+    def width(self) -> int:
+        """Digits in a device number: ``001`` up to 999 devices, wider beyond."""
+        return max(3, len(str(self.num_sensors)))
+
+
+class _Hint(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    FITS: ClassVar[tuple[str, ...]]  # the field kinds it makes
+
+    @abstractmethod
+    def sql(self, t: PrimitiveType, c: Context) -> str:
+        """The field's typed value in SQL over the columns ``seq``, ``timestamp_ms`` and ``idx``."""
+
+    @abstractmethod
+    def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
+        """The same value in Python, as JSON holds it."""
+
+    def digits(self) -> tuple[int, int]:
+        """A double or float's integer digits and decimal places, as the JSON writes it (the hints
+        that make them say)."""
+        raise NotImplementedError
+
+    def check(self, t: PrimitiveType, rules: FieldRules, path: str) -> None:
+        """SchemaError naming ``path`` when the hint cannot make the field."""
+
+
+class Device(_Hint):
+    """The device's id: ``prefix`` + its number from 1, zero-padded (``sensor-001``); an integer field: the number."""
+
+    kind: Literal["device"]
+    prefix: str = ""
+    FITS: ClassVar[tuple[str, ...]] = ("string", "long", "int")
+
+    def sql(self, t: PrimitiveType, c: Context) -> str:
+        if kind(t) == "string":
+            return f"CONCAT({_literal(self.prefix)}, LPAD(CAST(idx + 1 AS STRING), {c.width}, '0'))"
+        return f"CAST(idx + 1 AS {sql_type(t)})"
+
+    def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
+        return f"{self.prefix}{tick.device + 1:0{c.width}d}" if kind(t) == "string" else tick.device + 1
+
+    def check(self, t: PrimitiveType, rules: FieldRules, path: str) -> None:
+        _require_safe(self.prefix, path)
+
+
+class RunId(_Hint):
+    """The job run's id (one per submission; a constant of the job graph, so a recovery keeps it)."""
+
+    kind: Literal["run-id"]
+    FITS: ClassVar[tuple[str, ...]] = ("string",)
+
+    def sql(self, t: PrimitiveType, c: Context) -> str:
+        return _literal(c.run_id)
+
+    def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
+        return c.run_id
+
+
+class Sequence(_Hint):
+    """The tick's ``seq``: 0, 1, 2 … unique within the run, continued after a recovery (an int: modulo 2³¹)."""
+
+    kind: Literal["sequence"]
+    FITS: ClassVar[tuple[str, ...]] = ("long", "int", "string")
+
+    def sql(self, t: PrimitiveType, c: Context) -> str:
+        return {"long": "seq", "int": "CAST(MOD(seq, 2147483648) AS INT)", "string": "CAST(seq AS STRING)"}[kind(t)]
+
+    def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
+        return {"long": tick.seq, "int": tick.seq % 2**31, "string": str(tick.seq)}[kind(t)]
+
+
+class EventTime(_Hint):
+    """The tick's time: epoch milliseconds, a UTC date-time (``…Z`` for a timestamptz), or its UTC day."""
+
+    kind: Literal["event-time"]
+    FITS: ClassVar[tuple[str, ...]] = ("long", "timestamptz", "timestamp", "date")
+
+    def sql(self, t: PrimitiveType, c: Context) -> str:
+        instant = "TO_TIMESTAMP_LTZ(timestamp_ms, 3)"  # in the session's time zone, UTC (SESSION)
+        return {
+            "long": "timestamp_ms",
+            "timestamptz": instant,
+            "timestamp": f"CAST({instant} AS TIMESTAMP(3))",
+            "date": f"CAST({instant} AS DATE)",
+        }[kind(t)]
+
+    def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
+        k = kind(t)
+        if k == "long":
+            return tick.timestamp_ms
+        when = datetime.fromtimestamp(tick.timestamp_ms // 1000, timezone.utc)
+        if k == "date":
+            return when.date().isoformat()
+        return f"{when:%Y-%m-%dT%H:%M:%S}.{tick.timestamp_ms % 1000:03d}" + ("Z" if k == "timestamptz" else "")
+
+
+class DailyCycle(_Hint):
+    """A number around the device's baseline ``low + spread * (index * prime mod 1000) / 1000``:
+    ``+ amplitude * sin(2π · time of day + index)`` and ``+ noise * (uniform - 0.5)``, clamped to ``min``
+    and ``max``; written with ``places`` decimals (a decimal field: its scale; an integer: rounded)."""
+
+    kind: Literal["daily-cycle"]
     low: float
-    spread: float
-    prime: int
-    amplitude: float
-    noise: float
+    spread: float = 0.0
+    prime: int = 1
+    amplitude: float = 0.0
+    noise: float = Field(0.0, ge=0)
+    min: float | None = None
+    max: float | None = None
+    places: int = Field(2, ge=0, le=18)
+    FITS: ClassVar[tuple[str, ...]] = ("double", "float", "decimal", "long", "int")
 
     def base(self, index: int) -> float:
+        """Device ``index``'s baseline."""
         return self.low + self.spread * (index * self.prime % 1000) / 1000
 
-    def base_sql(self, index: str) -> str:
-        return f"({self.low} + {self.spread} * MOD({index} * {self.prime}, 1000) / 1000.0)"
+    def bound(self) -> float:
+        """The largest magnitude a value takes."""
+        if self.min is not None and self.max is not None:
+            return max(abs(self.min), abs(self.max))
+        return abs(self.low) + abs(self.spread) + abs(self.amplitude) + self.noise / 2
+
+    def _cycle_sql(self) -> str:
+        value = (
+            f"({self.low} + {self.spread} * MOD(idx * {self.prime}, 1000) / 1000.0)" if self.spread else f"{self.low}"
+        )
+        if self.amplitude:
+            day = f"SIN(2 * PI() * (timestamp_ms % {DAY_MS}) / {DAY_MS}.0 + idx)"
+            value += f" {'-' if self.amplitude < 0 else '+'} {abs(self.amplitude)} * {day}"
+        if self.noise:
+            value += f" + {self.noise} * (RAND() - 0.5)"
+        if self.max is not None:
+            value = f"LEAST({self.max}, {value})"
+        return value if self.min is None else f"GREATEST({self.min}, {value})"
+
+    def _cycle(self, tick: Tick, rng: random.Random) -> float:
+        day = math.sin(2 * math.pi * (tick.timestamp_ms % DAY_MS) / DAY_MS + tick.device)
+        value = self.base(tick.device) + self.amplitude * day + self.noise * (rng.random() - 0.5)
+        if self.max is not None:
+            value = min(self.max, value)
+        return value if self.min is None else max(self.min, value)
+
+    def sql(self, t: PrimitiveType, c: Context) -> str:
+        k, value = kind(t), self._cycle_sql()
+        if isinstance(t, DecimalType):
+            limit = _largest(t)
+            return f"CAST(GREATEST(-{limit}, LEAST({limit}, {value})) AS {sql_type(t)})"
+        if k in ("long", "int"):
+            return f"CAST(ROUND({value}, 0) AS {sql_type(t)})"
+        return value if k == "double" else f"CAST({value} AS {sql_type(t)})"
+
+    def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
+        value = self._cycle(tick, rng)
+        if isinstance(t, DecimalType):
+            limit = float(_largest(t))
+            return round(max(-limit, min(limit, value)), t.scale)
+        return int(round(value)) if kind(t) in ("long", "int") else round(value, self.places)
+
+    def digits(self) -> tuple[int, int]:
+        return len(str(int(self.bound()))), self.places
+
+    def check(self, t: PrimitiveType, rules: FieldRules, path: str) -> None:
+        limit = {"int": 2**31 - 1, "long": 2**63 - 1024, "float": 3.4e38}.get(kind(t))
+        if limit is not None and self.bound() > limit:
+            raise SchemaError(
+                f"{path}: x-lakeflow-generate makes numbers up to {self.bound():g}, beyond "
+                + ("an int" if kind(t) == "int" else f"a {kind(t)}")
+            )
 
 
-TEMPERATURE = Quantity(low=16.0, spread=12.0, prime=389, amplitude=3.0, noise=0.6)  # °C
-HUMIDITY = Quantity(low=35.0, spread=30.0, prime=571, amplitude=8.0, noise=2.0)  # % RH
-PRESSURE = Quantity(low=1003.0, spread=20.0, prime=733, amplitude=1.5, noise=0.4)  # hPa
+class PerDevice(_Hint):
+    """One of ``values``, by device: device ``index`` has ``values[index % len(values)]``."""
+
+    kind: Literal["per-device"]
+    values: list[StrictBool | StrictInt | StrictFloat | StrictStr] = Field(min_length=1)
+    FITS: ClassVar[tuple[str, ...]] = ("string", "long", "int", "double", "float", "boolean", "decimal")
+
+    def sql(self, t: PrimitiveType, c: Context) -> str:
+        which = f"CAST(MOD(idx, {len(self.values)}) AS INT)"
+        if kind(t) == "string":
+            return f"ELT({which} + 1, {', '.join(_literal(str(v)) for v in self.values)})"
+        cases = " ".join(f"WHEN {i} THEN {_typed_literal(v, t)}" for i, v in enumerate(self.values))
+        return f"CASE {which} {cases} END"
+
+    def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
+        return self.values[tick.device % len(self.values)]
+
+    def digits(self) -> tuple[int, int]:
+        numbers = [Decimal(repr(v)) for v in self.values]
+        places = max(-int(n.as_tuple().exponent) for n in numbers)
+        return len(str(int(max(abs(n) for n in numbers)))), max(places, 0)
+
+    def check(self, t: PrimitiveType, rules: FieldRules, path: str) -> None:
+        spec: dict[str, Any] = {"kind": kind(t)}
+        if isinstance(t, DecimalType):
+            spec.update(precision=t.precision, scale=t.scale)
+        if rules.max_length is not None:
+            spec["maxLength"] = rules.max_length
+        fits = compile_type(spec)
+        for v in self.values:
+            try:
+                fits(v, path)
+            except Invalid as exc:
+                raise SchemaError(f"x-lakeflow-generate value {v!r} does not fit: {exc}") from None
+            if isinstance(v, str):
+                _require_safe(v, path)
 
 
-@dataclass(frozen=True)
-class Baseline:
-    sensor_id: str
-    location: str
-    temperature: float
-    humidity: float
-    pressure: float
+class _Coin(_Hint):
+    """true or false, at random (an unhinted boolean)."""
+
+    FITS: ClassVar[tuple[str, ...]] = ("boolean",)
+
+    def sql(self, t: PrimitiveType, c: Context) -> str:
+        return "RAND() < 0.5"
+
+    def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
+        return rng.random() < 0.5
 
 
-def id_width(num_sensors: int) -> int:
-    """Digits in a sensor number: ``sensor-001`` up to 999 sensors, wider beyond."""
-    return max(3, len(str(num_sensors)))
+Hint = Annotated[Device | RunId | Sequence | EventTime | DailyCycle | PerDevice, Field(discriminator="kind")]
+_HINTS: TypeAdapter[Any] = TypeAdapter(Hint)
 
 
-def sensor_id(index: int, num_sensors: int) -> str:
-    """``sensor-001`` for index 0."""
-    return f"sensor-{index + 1:0{id_width(num_sensors)}d}"
+def parse_hint(spec: Any, path: str) -> _Hint:
+    """The hint ``spec`` (a field's ``x-lakeflow-generate``); SchemaError naming ``path`` when it is none."""
+    try:
+        hint: _Hint = _HINTS.validate_python(spec)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'][1:])) or 'kind'}: {e['msg']}" for e in exc.errors())
+        raise SchemaError(f"{path}: x-lakeflow-generate {spec}: {problems}") from None
+    return hint
 
 
-def baseline(index: int, num_sensors: int) -> Baseline:
-    """Sensor ``index``'s identity and baselines (what the SQL computes for it)."""
-    return Baseline(
-        sensor_id(index, num_sensors),
-        LOCATIONS[index % len(LOCATIONS)],
-        TEMPERATURE.base(index),
-        HUMIDITY.base(index),
-        PRESSURE.base(index),
-    )
+def default_hint(t: PrimitiveType, path: str, schema: TableSchema) -> _Hint:
+    """How an unhinted field is made: the event time the tick's time, a key field the tick's ``seq``;
+    otherwise by its type — a string ``<name>-<device number>``, an integer 0–1000, a double or float
+    0–100 (2 decimals), a decimal 0 up to 1000 (or its largest value below), a boolean at random, a date
+    or timestamp the tick's time."""
+    k = kind(t)
+    if path == schema.event_time:
+        return EventTime(kind="event-time")
+    if path in schema.key and k in Sequence.FITS:
+        return Sequence(kind="sequence")
+    if k == "string":
+        name = re.sub(r"(\[\]|\{\})+$", "", path).rsplit(".", 1)[-1]
+        return Device(kind="device", prefix=re.sub(r'["\\\x00-\x1f]', "", name) + "-")
+    if k in ("long", "int"):
+        return DailyCycle(kind="daily-cycle", low=500.0, noise=1000.0, places=0)
+    if k in ("double", "float"):
+        return DailyCycle(kind="daily-cycle", low=50.0, noise=100.0)
+    if isinstance(t, DecimalType):
+        top = min(float(_largest(t)), 1000.0)
+        return DailyCycle(kind="daily-cycle", low=top / 2, noise=top, places=t.scale)
+    if k == "boolean":
+        return _Coin()
+    return EventTime(kind="event-time")
 
 
-def reading(seq: int, num_sensors: int, run_id: str, timestamp_ms: int, rng: random.Random) -> dict[str, object]:
-    """Reading ``seq`` as :func:`readings_sql` makes it, in Python (a producer of readings to a
-    Kafka topic: ``lakeflow demo --source kafka``); fields in :data:`lakeflow.readings.FIELDS` order."""
-    index = seq % num_sensors
-    base = baseline(index, num_sensors)
-    day = math.sin(2 * math.pi * (timestamp_ms % DAY_MS) / DAY_MS + index)
-
-    def value(q: Quantity, baseline: float, sign: int = 1) -> float:
-        return baseline + sign * q.amplitude * day + q.noise * (rng.random() - 0.5)
-
-    humidity = max(HUMIDITY_MIN, min(HUMIDITY_MAX, value(HUMIDITY, base.humidity, -1)))
-    values = (
-        base.sensor_id,
-        run_id,
-        seq,
-        timestamp_ms,
-        round(value(TEMPERATURE, base.temperature), 2),
-        round(humidity, 2),
-        round(value(PRESSURE, base.pressure), 2),
-        base.location,
-    )
-    return dict(zip((name for name, _ in FIELDS), values, strict=True))
+def _largest(t: DecimalType) -> Decimal:
+    """The largest value of ``t``: ``999.99`` for decimal(5,2)."""
+    return Decimal(10) ** (t.precision - t.scale) - Decimal(1).scaleb(-t.scale)
 
 
-def readings_sql(ticks: str, num_sensors: int, run_id: str) -> str:
-    """SELECT the typed readings (:data:`lakeflow.readings.FIELDS`) from a view of ``(seq, timestamp_ms)``."""
-    _require_json_safe(run_id, "run_id")
-    day = f"SIN(2 * PI() * (timestamp_ms % {DAY_MS}) / {DAY_MS}.0 + idx)"
-
-    def value(q: Quantity, sign: str = "+") -> str:
-        return f"{q.base_sql('idx')} {sign} {q.amplitude} * {day} + {q.noise} * (RAND() - 0.5)"
-
-    locations = ", ".join(f"'{name}'" for name in LOCATIONS)
-    return f"""
-SELECT
-  CONCAT('sensor-', LPAD(CAST(idx + 1 AS STRING), {id_width(num_sensors)}, '0')) AS sensor_id,
-  '{run_id}' AS run_id,
-  seq,
-  timestamp_ms,
-  {value(TEMPERATURE)} AS temperature,
-  GREATEST({HUMIDITY_MIN}, LEAST({HUMIDITY_MAX}, {value(HUMIDITY, "-")})) AS humidity,
-  {value(PRESSURE)} AS pressure,
-  ELT(CAST(MOD(idx, {len(LOCATIONS)}) AS INT) + 1, {locations}) AS location
-FROM (SELECT seq, timestamp_ms, MOD(seq, {num_sensors}) AS idx FROM {ticks})"""
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
-def json_sql(readings: str) -> str:
-    """SELECT one column ``reading``: each row of ``readings`` as a JSON document, fields in
-    :data:`lakeflow.readings.FIELDS` order. Strings are sensor ids, a UUID and :data:`LOCATIONS`
-    (nothing to escape); decimals are fixed-point with 2 places (never ``1.0E-4``, ``NaN`` or
-    ``Infinity``)."""
-
-    def number(column: str) -> str:
-        return f"CAST(CAST({column} AS DECIMAL(10, 2)) AS STRING)"
-
-    parts: list[str] = []
-    for i, (name, kind) in enumerate(FIELDS):
-        key = ("{" if i == 0 else ",") + f'"{name}":'
-        if kind is str:
-            parts += [f"'{key}\"'", name, "'\"'"]
-        elif kind is int:
-            parts += [f"'{key}'", f"CAST({name} AS STRING)"]
-        else:
-            parts += [f"'{key}'", number(name)]
-    parts.append("'}'")
-    return f"SELECT CONCAT({', '.join(parts)}) AS reading FROM {readings}"
+def _typed_literal(v: Any, t: PrimitiveType) -> str:
+    if kind(t) == "boolean":
+        return "TRUE" if v else "FALSE"
+    return f"CAST({_literal(str(v))} AS {sql_type(t)})"
 
 
-def _require_json_safe(value: str, what: str) -> None:
-    if not re.fullmatch(r"[A-Za-z0-9_.:-]+", value):
-        raise ValueError(
-            f"{what}={value!r}: expected letters, digits, '_', '.', ':' or '-' "
-            "(it is written into JSON and SQL without escaping)"
+def _require_safe(text: str, path: str) -> None:
+    if not _SAFE.fullmatch(text):
+        raise SchemaError(
+            f"{path}: x-lakeflow-generate {text!r}: a generated string may hold no '\"', '\\' or control character"
         )
 
 
-for _name in LOCATIONS:
-    _require_json_safe(_name, "location")
+Pieces = list[tuple[bool, str]]  # a JSON text's parts for CONCAT: (is a literal text, the text or an SQL expression)
+
+
+class _Node(ABC):
+    """One generated value of the schema: its typed SQL, its JSON text from that, the same in Python."""
+
+    @abstractmethod
+    def sql(self) -> str: ...
+
+    @abstractmethod
+    def json(self, expr: str) -> Pieces:
+        """The JSON text of the value ``expr`` (an SQL expression of the type :meth:`sql` makes)."""
+
+    @abstractmethod
+    def value(self, tick: Tick, rng: random.Random) -> Any: ...
+
+
+@dataclass(frozen=True)
+class _Leaf(_Node):
+    t: PrimitiveType
+    hint: _Hint
+    c: Context
+    max_length: int | None
+
+    def sql(self) -> str:
+        expr = self.hint.sql(self.t, self.c)
+        return expr if self.max_length is None else f"SUBSTR({expr}, 1, {self.max_length})"
+
+    def json(self, expr: str) -> Pieces:
+        k = kind(self.t)
+        if k == "string":
+            return [(True, '"'), (False, expr), (True, '"')]
+        if k in ("double", "float"):
+            digits, places = self.hint.digits()
+            return [(False, f"CAST(CAST({expr} AS DECIMAL({max(10, digits + places)}, {places})) AS STRING)")]
+        if k == "boolean":
+            return [(False, f"CASE WHEN {expr} THEN 'true' ELSE 'false' END")]
+        if k == "date":
+            return [(True, '"'), (False, f"CAST({expr} AS STRING)"), (True, '"')]
+        if k in ("timestamptz", "timestamp"):
+            pattern = "yyyy-MM-dd''T''HH:mm:ss.SSS"
+            return [
+                (True, '"'),
+                (False, f"DATE_FORMAT({expr}, '{pattern}')"),
+                (True, 'Z"' if k == "timestamptz" else '"'),
+            ]
+        return [(False, f"CAST({expr} AS STRING)")]  # long, int, decimal
+
+    def value(self, tick: Tick, rng: random.Random) -> Any:
+        v = self.hint.value(self.t, self.c, tick, rng)
+        return v if self.max_length is None else v[: self.max_length]
+
+
+@dataclass(frozen=True)
+class _Struct(_Node):
+    t: StructType
+    fields: tuple[tuple[str, _Node], ...]
+
+    def sql(self) -> str:
+        return f"CAST(ROW({', '.join(node.sql() for _, node in self.fields)}) AS {sql_type(self.t)})"
+
+    def json(self, expr: str) -> Pieces:
+        return _object([(name, node, f"{expr}.{quoted(name)}") for name, node in self.fields])
+
+    def value(self, tick: Tick, rng: random.Random) -> Any:
+        return {name: node.value(tick, rng) for name, node in self.fields}
+
+
+@dataclass(frozen=True)
+class _List(_Node):
+    t: ListType
+    items: tuple[_Node, ...]
+
+    def sql(self) -> str:
+        if not self.items:
+            return f"CAST(NULL AS {sql_type(self.t)})"
+        return f"CAST(ARRAY[{', '.join(node.sql() for node in self.items)}] AS {sql_type(self.t)})"
+
+    def json(self, expr: str) -> Pieces:
+        pieces: Pieces = [(True, "[")]
+        for i, node in enumerate(self.items):
+            pieces += [(True, ",")] * (i > 0) + node.json(f"{expr}[{i + 1}]")
+        return pieces + [(True, "]")]
+
+    def value(self, tick: Tick, rng: random.Random) -> Any:
+        return [node.value(tick, rng) for node in self.items]
+
+
+@dataclass(frozen=True)
+class _Map(_Node):
+    t: MapType
+    entries: tuple[tuple[str, _Node], ...]
+
+    def sql(self) -> str:
+        entries = ", ".join(f"{_literal(key)}, {node.sql()}" for key, node in self.entries)
+        return f"CAST(MAP[{entries}] AS {sql_type(self.t)})"
+
+    def json(self, expr: str) -> Pieces:
+        return _object([(key, node, f"{expr}[{_literal(key)}]") for key, node in self.entries])
+
+    def value(self, tick: Tick, rng: random.Random) -> Any:
+        return {key: node.value(tick, rng) for key, node in self.entries}
+
+
+def _object(members: list[tuple[str, _Node, str]]) -> Pieces:
+    pieces: Pieces = []
+    for i, (name, node, expr) in enumerate(members):
+        pieces += [(True, ("{" if i == 0 else ",") + json.dumps(name, ensure_ascii=False) + ":")] + node.json(expr)
+    return pieces + [(True, "}")]
+
+
+def _concat(pieces: Pieces) -> str:
+    """``CONCAT`` of ``pieces``, adjacent literal texts joined."""
+    parts: list[str] = []
+    literal: list[str] = []
+    for is_literal, text in pieces:
+        if is_literal:
+            literal.append(text)
+            continue
+        if literal:
+            parts.append(_literal("".join(literal)))
+            literal = []
+        parts.append(text)
+    if literal:
+        parts.append(_literal("".join(literal)))
+    return f"CONCAT({', '.join(parts)})"
+
+
+SESSION = {"table.local-time-zone": "UTC"}  # the table environment's settings the SQL needs
+
+
+class Generator:
+    """The synthetic records of ``schema``: ``num_sensors`` devices, run ``run_id``. SchemaError names
+    the field whose hint cannot make it."""
+
+    def __init__(self, schema: TableSchema, num_sensors: int, run_id: str) -> None:
+        if not _RUN_ID.fullmatch(run_id):
+            raise ValueError(f"run_id={run_id!r}: expected letters, digits, '_', '.', ':' or '-'")
+        self.schema = schema
+        self.context = Context(num_sensors, run_id)
+        self.fields = tuple((f.name, self._node(f.field_type, f.name)) for f in schema.fields.fields)
+
+    def _node(self, t: IcebergType, path: str) -> _Node:
+        rules = self.schema.rules.get(path, FieldRules())
+        if isinstance(t, (StructType, ListType, MapType)):
+            if rules.generate is not None:
+                raise SchemaError(f"{path}: x-lakeflow-generate applies to fields of primitive types, not a {kind(t)}")
+            if isinstance(t, StructType):
+                return _Struct(t, tuple((f.name, self._node(f.field_type, f"{path}.{f.name}")) for f in t.fields))
+            if isinstance(t, ListType):
+                count = min(LIST_ITEMS, LIST_ITEMS if rules.max_items is None else rules.max_items)
+                return _List(t, tuple(self._node(t.element_type, f"{path}[]") for _ in range(count)))
+            return _Map(t, tuple((key, self._node(t.value_type, f"{path}{{}}")) for key in MAP_KEYS))
+        assert isinstance(t, PrimitiveType)
+        hint = default_hint(t, path, self.schema) if rules.generate is None else parse_hint(rules.generate, path)
+        if kind(t) not in hint.FITS:
+            raise SchemaError(
+                f"{path}: x-lakeflow-generate {getattr(hint, 'kind', '')} makes a {' or '.join(hint.FITS)}, "
+                f"not a {kind(t)}"
+            )
+        hint.check(t, rules, path)
+        leaf = _Leaf(t, hint, self.context, rules.max_length)
+        if kind(t) in ("double", "float") and sum(hint.digits()) > 38:
+            raise SchemaError(f"{path}: x-lakeflow-generate makes numbers of more than 38 digits")
+        return leaf
+
+    def columns_sql(self, ticks: str) -> str:
+        """SELECT the records' fields as typed columns from a view ``ticks`` of ``(seq, timestamp_ms)``."""
+        columns = ",\n  ".join(f"{node.sql()} AS {quoted(name)}" for name, node in self.fields)
+        n = self.context.num_sensors
+        return f"SELECT\n  {columns}\nFROM (SELECT seq, timestamp_ms, MOD(seq, {n}) AS idx FROM {ticks})"
+
+    def json_sql(self, columns: str) -> str:
+        """SELECT one column ``reading``: each row of ``columns`` (:meth:`columns_sql`) as one JSON
+        document, the fields in declared order (the table environment set to :data:`SESSION`)."""
+        pieces = _object([(name, node, quoted(name)) for name, node in self.fields])
+        return f"SELECT {_concat(pieces)} AS reading FROM {columns}"
+
+    def record(self, seq: int, timestamp_ms: int, rng: random.Random) -> dict[str, Any]:
+        """Record ``seq`` at ``timestamp_ms`` as the SQL makes it, in Python (its random parts from ``rng``)."""
+        tick = Tick(seq, timestamp_ms, seq % self.context.num_sensors)
+        return {name: node.value(tick, rng) for name, node in self.fields}

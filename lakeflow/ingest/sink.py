@@ -53,7 +53,8 @@ def dead_letter_sink(location: str) -> FileSink:
 
 def table_lineage(job_parameters: dict[str, str], fields: Sequence[tuple[str, str]]) -> JavaObject:
     """The table as a FLIP-314 dataset (``TableLineage``): its location, its catalog identity from
-    the job parameters (:meth:`IngestJob.job_parameters`) and the readings' ``(name, SQL type)``."""
+    the job parameters (:meth:`IngestJob.job_parameters`) and its declared fields' ``(name, Flink SQL
+    type)`` (:func:`lakeflow.ingest.flink_types.sql_fields`: ``ROW<…>``, ``ARRAY<…>``, ``DECIMAL(9, 2)``…)."""
     gateway = get_gateway()
     string = gateway.jvm.String
     p = job_parameters

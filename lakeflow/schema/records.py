@@ -33,16 +33,17 @@ import re
 import struct
 from collections.abc import Callable, Mapping
 from datetime import date, datetime, timezone
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
 from lakeflow.errors import LakeflowError
 
 Check = Callable[[Any, str], Any]  # (value, path) → the value as the table holds it; raises Invalid
 
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_DATE_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})?")
-_DECIMAL_TEXT = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+# ASCII digits only (\d alone would take any script's)
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_DATE_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})?", re.ASCII)
+_DECIMAL_TEXT = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?", re.ASCII)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _RANGE = {"long": 63, "int": 31}
 FLOAT_MAX = 3.4028234663852886e38
@@ -169,25 +170,28 @@ def _fits_float(x: float) -> bool:
 
 def _decimal(precision: int, scale: int) -> Check:
     quantum = Decimal(1).scaleb(-scale)
+    context = Context(prec=precision)  # the default context's 28 digits would round wider decimals
 
     def decimal(v: Any, path: str) -> Any:
         numeric = isinstance(v, (int, Decimal)) and not isinstance(v, bool)
         if numeric or (isinstance(v, str) and _DECIMAL_TEXT.fullmatch(v)):
-            value = Decimal(v)
+            try:
+                value = Decimal(v)
+            except InvalidOperation:  # an exponent of more than 18 digits
+                raise Invalid(f"field {path}: more than {precision} digits for decimal({precision},{scale})") from None
         elif isinstance(v, float):  # a caller that parsed numbers as floats: their shortest text
             value = Decimal(repr(v))
         else:
             raise _fail(path, "decimal", v)
-        sign, digits, exponent = value.normalize().as_tuple() if value else (0, (0,), 0)
-        assert isinstance(exponent, int)
-        if -exponent > scale:
+        _, digits, exponent = value.as_tuple()
+        exponent = exponent if isinstance(exponent, int) else 0  # (a float's inf or nan: refused below)
+        significant = "".join(map(str, digits)).rstrip("0")  # zero has none: it fits every decimal
+        exponent += len(digits) - len(significant)
+        if significant and -exponent > scale:
             raise Invalid(f"field {path}: more than {scale} decimal places for decimal({precision},{scale})")
-        if len(digits) + exponent > precision - scale:
+        if not value.is_finite() or (significant and len(significant) + exponent > precision - scale):
             raise Invalid(f"field {path}: more than {precision} digits for decimal({precision},{scale})")
-        try:
-            return value.quantize(quantum)
-        except InvalidOperation:  # (unreachable: bounded above)
-            raise Invalid(f"field {path}: more than {precision} digits for decimal({precision},{scale})") from None
+        return value.quantize(quantum, context=context)
 
     return decimal
 
@@ -200,6 +204,8 @@ def _timestamp(kind: str) -> Check:
         if match is None or (match[6] is not None) != zoned:
             raise _fail(path, kind, v)
         day_text, hh, mm, ss, fraction, offset = match.groups()
+        if offset not in (None, "Z", "z") and (int(offset[1:3]) > 23 or int(offset[4:6]) > 59):
+            raise Invalid(f"field {path}: {v} is no instant of the calendar")
         try:
             t = datetime.fromisoformat(f"{day_text}T{hh}:{mm}:{ss}{_offset(offset)}")
         except ValueError:

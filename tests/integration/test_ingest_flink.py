@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from lakeflow.ingest import sensors
+from lakeflow.ingest.job import PARAM_SCHEMA_DIGEST, PARAM_SCHEMA_TITLE
+from lakeflow.ingest.sensors import DailyCycle, PerDevice, parse_hint
 from lakeflow.lineage import datasets
-from lakeflow.readings import FIELDS
+from lakeflow.schema import load_schema
+from lakeflow.schema.records import RecordContract
 from tests.support.fixtures_flink import packaged_job_args
 from tests.support.sink_layout import assert_sink_path, files_under
 from tests.support.envs import INGEST_PY
@@ -52,8 +54,8 @@ class Run:
 
 
 def check_committed(run: Run, records: int = NUM_RECORDS, clean: bool = True) -> list[dict]:
-    """Every committed file is one JSON array of readings of the documented schema, in the hour
-    bucket it was written in; all ``records`` readings of one run, ``seq`` unique and complete;
+    """Every committed file is one JSON array of records of the default schema (each fits its record
+    contract, fields in declared order), in the hour bucket it was written in; all ``records`` readings of one run, ``seq`` unique and complete;
     after a ``clean`` run (no failure) nothing is left in progress."""
     files = files_under(run.table_dir)
     names = [rel for rel in files if not rel.rsplit("/", 1)[-1].startswith(".")]
@@ -69,23 +71,29 @@ def check_committed(run: Run, records: int = NUM_RECORDS, clean: bool = True) ->
     assert sorted(r["seq"] for r in readings) == list(range(records))
     assert len({r["run_id"] for r in readings}) == 1
     uuid.UUID(readings[0]["run_id"])
+    schema = load_schema()
+    contract = RecordContract(schema.contract())
     for r in readings:
-        assert [(k, type(v)) for k, v in r.items()] == list(FIELDS)
+        assert list(r) == list(schema.names)
+        contract.check(r)
     assert f"Wrote {len(names)} files, {records} readings" in run.stdout
     assert run.table_dir.as_uri() in run.stdout
     return readings
 
 
 def test_readings_follow_the_sensor_model(local_run: Run) -> None:
+    """The default sensor as its schema file's hints make it."""
+    rules = load_schema().rules
+    hints = {name: parse_hint(r.generate, name) for name, r in rules.items() if r.generate is not None}
     for r in check_committed(local_run):
-        index = r["seq"] % NUM_SENSORS
-        base = sensors.baseline(index, NUM_SENSORS)
-        assert (r["sensor_id"], r["location"]) == (base.sensor_id, base.location)
-        for q, value, centre in ((sensors.TEMPERATURE, r["temperature"], base.temperature),
-                                 (sensors.PRESSURE, r["pressure"], base.pressure)):
-            assert abs(value - centre) <= q.amplitude + q.noise / 2 + 0.01, (r, centre)
-        assert sensors.HUMIDITY_MIN <= r["humidity"] <= sensors.HUMIDITY_MAX
-        assert abs(r["humidity"] - base.humidity) <= sensors.HUMIDITY.amplitude + sensors.HUMIDITY.noise / 2 + 0.01
+        device = r["seq"] % NUM_SENSORS
+        assert r["sensor_id"] == f"sensor-{device + 1:03d}"
+        for name, hint in hints.items():
+            if isinstance(hint, PerDevice):
+                assert r[name] == hint.values[device]
+            elif isinstance(hint, DailyCycle):
+                assert abs(r[name] - hint.base(device)) <= abs(hint.amplitude) + hint.noise / 2 + 0.01, (name, r)
+                assert (hint.min or -1e9) <= r[name] <= (hint.max or 1e9)
         assert abs(r["timestamp_ms"] / 1000 - local_run.started) < 600
 
 
@@ -135,6 +143,7 @@ def test_flink_run_declares_the_table_to_the_job_manager(cluster_run: Run, flink
         == ("local", "iot", "sensor-readings")
     readings = json.loads(next(cluster_run.table_dir.glob("*/part-*.json")).read_text())
     assert params[datasets.PARAM_RUN_ID] == readings[0]["run_id"]
+    assert (params[PARAM_SCHEMA_TITLE], params[PARAM_SCHEMA_DIGEST]) == ("sensor-reading", load_schema().digest)
     job = requests.get(f"{flink_cluster.rest_url}/v1/jobs/{job_id}", timeout=10).json()
     assert job["state"] == "FINISHED"
     assert any(f"{datasets.SINK_NAME_PREFIX}[{location}]" in v["name"] for v in job["vertices"])

@@ -36,7 +36,8 @@ from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.credentials import to_s3a
 from lakeflow.ingest.storage import cluster_storage
 from lakeflow.lineage import datasets
-from lakeflow.readings import FIELDS
+from lakeflow.schema import load_schema
+from lakeflow.schema.records import RecordContract
 from lakeflow.runtime.flink_cluster import FlinkCluster
 from lakeflow.runtime.homes import flink_home
 from lakeflow.secret import is_secret_key
@@ -137,8 +138,11 @@ def check_table(lakekeeper, location: str, output: str, started: float, records:
     assert sorted(r["seq"] for r in readings) == list(range(records))  # each reading exactly once
     assert len({r["run_id"] for r in readings}) == 1
     uuid.UUID(readings[0]["run_id"])
+    schema = load_schema()
+    contract = RecordContract(schema.contract())
     for r in readings:
-        assert [(k, type(v)) for k, v in r.items()] == list(FIELDS)
+        assert list(r) == list(schema.names)
+        contract.check(r)
     assert s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix + "/").get("Uploads", []) == []
     # outside the table nothing else was written (no directory marker, no temporary object)
     everything = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]

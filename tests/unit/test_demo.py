@@ -17,25 +17,27 @@ from lakeflow.lineage.stored_runs import merge
 
 
 def test_the_kafka_demo_produces_readings_its_job_accepts() -> None:
-    """What the demo's producer writes is a reading by KafkaReadings' rules (every field, its JSON
-    type), the sensors' values around their baselines; the job's settings load as SOURCE=kafka."""
+    """What the demo's producer writes fits the default schema's record contract (what KafkaReadings
+    checks), its values around the hints' baselines; the job's settings load as SOURCE=kafka."""
     from lakeflow import demo
     from lakeflow.ingest.kafka import KafkaInput
-    from lakeflow.ingest.sensors import HUMIDITY, PRESSURE, TEMPERATURE, baseline
-    from lakeflow.readings import FIELDS
+    from lakeflow.ingest.sensors import DailyCycle, parse_hint
+    from lakeflow.schema import load_schema
+    from lakeflow.schema.records import RecordContract
     from lakeflow.settings import load_settings
 
-    messages = demo.synthetic_readings(50)
-    readings = [json.loads(m) for m in messages]
-    assert [list(r) for r in readings] == [[name for name, _ in FIELDS]] * 50
-    assert all(type(r[name]) is kind for r in readings for name, kind in FIELDS)
+    schema = load_schema()
+    contract = RecordContract(schema.contract())
+    readings = [json.loads(m) for m in demo.synthetic_readings(50)]
+    assert [list(r) for r in readings] == [list(schema.names)] * 50
     assert [r["seq"] for r in readings] == list(range(50)) and len({r["run_id"] for r in readings}) == 1
+    cycles = {name: parse_hint(rules.generate, name) for name, rules in schema.rules.items()}
+    cycles = {name: hint for name, hint in cycles.items() if isinstance(hint, DailyCycle)}
+    assert len(cycles) == 3
     for r in readings:
-        base = baseline(r["seq"] % demo.SENSORS, demo.SENSORS)
-        assert (r["sensor_id"], r["location"]) == (base.sensor_id, base.location)
-        for q, value, centre in ((TEMPERATURE, r["temperature"], base.temperature),
-                                 (HUMIDITY, r["humidity"], base.humidity), (PRESSURE, r["pressure"], base.pressure)):
-            assert abs(value - centre) <= q.amplitude + q.noise / 2 + 0.01
+        contract.check(r)
+        for name, cycle in cycles.items():
+            assert abs(r[name] - cycle.base(r["seq"] % demo.SENSORS)) <= abs(cycle.amplitude) + cycle.noise / 2 + 0.01
     topic = demo.Topic("127.0.0.1:39092", demo.TOPIC)
     assert str(topic) == "kafka://127.0.0.1:39092/sensor-readings"
     source = KafkaInput.from_settings(load_settings(demo.kafka_environment(topic), env_file=Path(os.devnull)))

@@ -1,5 +1,6 @@
-"""Ingestion building blocks without Flink: sensor model and SQL text, settings → Flink
-configuration, the S3 plugin check and installer, and reading committed part files.
+"""Ingestion building blocks without Flink: the settings → Flink configuration and job parameters, the
+S3 plugin check and installer, and reading committed part files. The synthetic sensors' generator:
+tests/unit/test_ingest_generator.py.
 
 Unit tests: they start no process. The real-process tests: tests/integration/test_ingest_storage.py."""
 
@@ -15,12 +16,12 @@ import pytest
 from lakeflow.catalog.base import TableHandle, TableIdent
 from lakeflow.catalog.local import LocalCatalog
 from lakeflow.credentials import VendedConfig
-from lakeflow.ingest import IngestError, sensors
-from lakeflow.ingest.job import FOREVER, IngestJob
+from lakeflow.ingest import IngestError
+from lakeflow.ingest.job import FOREVER, PARAM_SCHEMA_DIGEST, PARAM_SCHEMA_TITLE, IngestJob
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, records_in
 from lakeflow.ingest.storage import require_filesystem
 from lakeflow.lineage import datasets
-from lakeflow.readings import FIELDS, bucket_name
+from lakeflow.readings import bucket_name
 from lakeflow.runtime.jars import JarsUnavailable, flink_version, install_flink_plugin
 from lakeflow.settings import load_settings
 
@@ -33,34 +34,6 @@ def plan(tmp_path: Path, **env: str) -> IngestJob:
     settings = settings_for(tmp_path, **env)
     handle = LocalCatalog(settings.home).register(settings.namespace, settings.table)
     return IngestJob.plan(settings, handle)
-
-
-def test_sensor_ids_are_numbered_from_one_and_widen_past_999() -> None:
-    assert sensors.sensor_id(0, 5) == "sensor-001"
-    assert sensors.sensor_id(41, 100) == "sensor-042"
-    assert sensors.sensor_id(999, 1000) == "sensor-1000"
-    assert sensors.sensor_id(0, 1000) == "sensor-0001"
-
-
-def test_baselines_are_deterministic_realistic_and_differ_between_sensors() -> None:
-    first = [sensors.baseline(i, 100) for i in range(100)]
-    assert first == [sensors.baseline(i, 100) for i in range(100)]
-    assert all(16 <= b.temperature <= 28 and 35 <= b.humidity <= 65 and 1003 <= b.pressure <= 1023 for b in first)
-    assert len({round(b.temperature, 3) for b in first}) > 50
-    assert {b.location for b in first} == set(sensors.LOCATIONS)
-
-
-def test_json_sql_emits_the_schema_fields_in_order() -> None:
-    sql = sensors.json_sql("readings")
-    positions = [sql.index(f'"{name}":') for name, _ in FIELDS]
-    assert positions == sorted(positions)
-    assert sql.count("DECIMAL(10, 2)") == 3  # the three doubles, fixed-point
-
-
-def test_readings_sql_refuses_a_run_id_that_would_need_escaping() -> None:
-    assert "'run-1'" in sensors.readings_sql("ticks", 5, "run-1")
-    with pytest.raises(ValueError, match="run_id"):
-        sensors.readings_sql("ticks", 5, 'x", "evil')
 
 
 def test_flink_configuration_follows_the_settings(tmp_path: Path) -> None:
@@ -101,6 +74,21 @@ def test_job_declares_the_table_identity_for_lineage(tmp_path: Path) -> None:
     assert params[datasets.PARAM_FORMAT] == "dataset" and params[datasets.PARAM_RUN_ID] == job.run_id
     assert job.sink_name == f"LakeflowSink[{job.location}]"
     assert datasets.from_location(job.location).name.endswith("/iot/raw/readings")
+    assert (params[PARAM_SCHEMA_TITLE], params[PARAM_SCHEMA_DIGEST]) == ("sensor-reading", job.schema.digest)
+
+
+def test_the_job_takes_the_declared_schema_from_the_settings(tmp_path: Path) -> None:
+    declared = tmp_path / "vibration.schema.json"
+    declared.write_text(json.dumps({
+        "title": "vibration", "type": "object", "required": ["device_id", "at"],
+        "properties": {"device_id": {"type": "string"}, "at": {"type": "string", "format": "date-time"},
+                       "accel": {"type": "array", "items": {"type": "number"}}}}))
+    job = plan(tmp_path, TABLE_SCHEMA=str(declared), KEY_FIELDS="device_id,at")
+    assert (job.schema.names, job.schema.event_time, job.schema.key) == (("device_id", "at", "accel"), "at",
+                                                                         ("device_id", "at"))
+    params = job.job_parameters()
+    assert params[PARAM_SCHEMA_TITLE] == "vibration" and len(params[PARAM_SCHEMA_DIGEST]) == 12
+    assert params[PARAM_SCHEMA_DIGEST] != plan(tmp_path).job_parameters()[PARAM_SCHEMA_DIGEST]
 
 
 def test_no_secret_reaches_the_job_configuration(tmp_path: Path) -> None:

@@ -96,12 +96,13 @@ def test_the_harvest_resolves_the_declared_topic_and_both_sinks(tmp_path: Path) 
     from lakeflow.lineage.flink_rest import PlanNode
     from lakeflow.lineage.plan import SINK, SOURCE, job_references
     from lakeflow.lineage.resolve import DECLARED, Resolver
+    from lakeflow.schema import load_schema
 
     location = (tmp_path / "warehouse" / "iot" / "sensor-readings").as_uri()
     source = KafkaInput.from_settings(load_settings({**KAFKA, "KAFKA_BOOTSTRAP_SERVERS": "broker-1:9093,broker-2:9093"},
                                                     env_file=Path(os.devnull)))
     job = IngestJob(TableIdent("local", ("iot",), "sensor-readings"), location, "local", tmp_path.as_uri(), "r1",
-                    5, -1, 10, 1000, tmp_path, kafka=source)
+                    5, -1, 10, 1000, tmp_path, load_schema(), kafka=source)
     plan = [PlanNode("v1", "Source: KafkaSource-readings<br/>ValidateReadings", 2, ()),
             PlanNode("v2", f"{job.sink_name}: Writer", 2, ("v1",)),
             PlanNode("v3", f"LakeflowSink[{dead_letter_location(location)}]: Writer", 2, ("v1",))]

@@ -133,7 +133,7 @@ def test_the_graph_sees_what_python_runs() -> None:
     """The graph holds the imports a module runs, and only those (so the cycle check can fail)."""
     graph = import_graph()
     assert "lakeflow.compaction.engine" in graph["lakeflow.compaction.arrow.engine"]
-    assert "lakeflow.readings" in graph["lakeflow.ingest.sensors"]
+    assert "lakeflow.readings" in graph["lakeflow.ingest.sink"]
     assert "lakeflow.compaction.files" not in graph["lakeflow.compaction.engine"]  # under TYPE_CHECKING
     assert "lakeflow.compaction.spark.engine" not in graph["lakeflow.compaction.run"]  # inside a function
     assert "lakeflow.compaction.spark.engine" in import_graph(inside_functions=True)["lakeflow.compaction.run"]

@@ -16,6 +16,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonProcessin
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.DeserializationFeature;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
@@ -24,19 +25,21 @@ import org.apache.flink.types.Row;
 import org.apache.flink.util.Collector;
 import org.apache.flink.util.OutputTag;
 
+import lakeflow.flink.RecordContract.Invalid;
+
 /**
- * Validates Kafka messages as readings, on the JVM: each input row is
- * {@code (topic, partition, offset, payload bytes)} (the job's {@code kafka} table); a message
- * that is a reading comes out as {@code Row(json)}, the reading re-written with exactly the
- * reading's fields in their order; any other message goes to the {@link #DEAD_LETTERS} side
- * output as {@code Row(json)} of {@code {"reason", "topic", "partition", "offset", "payload"}}
+ * Validates Kafka messages against the table's record contract, on the JVM: each input row is
+ * {@code (topic, partition, offset, payload bytes)} (what {@link KafkaMessages} reads); a message
+ * that is a record comes out as {@code Row(json)}, the whole message — undeclared fields included —
+ * re-written compactly on one line, every number as sent (integers of any size, decimals exact:
+ * {@code 5.0} stays {@code 5.0}); any other message goes to the {@link #DEAD_LETTERS} side output as
+ * {@code Row(json)} of {@code {"reason", "topic", "partition", "offset", "payload"}}
  * ({@code payload_base64} instead of {@code payload} when the bytes are not UTF-8). Nothing is
  * dropped and nothing fails the job.
  *
- * <p>A reading is a JSON object of at most {@code maxBytes} bytes holding every field of the
- * schema (other fields are left out) with its JSON type: {@code string}, {@code integer} (a
- * 64-bit integer) or {@code number} (finite). Counted in the operator's metrics as
- * {@code readingsValid} and {@code deadLetters}.
+ * <p>A record is a JSON object of at most {@code maxBytes} bytes (no trailing data, no duplicate
+ * key) that fits the {@link RecordContract} (its reasons are lakeflow/schema/records.py's). Counted
+ * in the operator's metrics as {@code readingsValid} and {@code deadLetters}.
  */
 public final class KafkaReadings extends ProcessFunction<Row, Row> {
 
@@ -49,40 +52,30 @@ public final class KafkaReadings extends ProcessFunction<Row, Row> {
     /** {@code ROW<reading STRING>}: one JSON document per row, what the JSON-array sink writes. */
     public static final TypeInformation<Row> JSON = Types.ROW_NAMED(new String[] {"reading"}, Types.STRING);
 
-    /** Strict: one JSON value per message (no trailing data), no duplicate keys. */
+    /** Strict (one JSON value per message, no duplicate keys) and exact (numbers as written). */
     private static final ObjectMapper MAPPER = new ObjectMapper()
             .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
-            .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
+            .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+            .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
+            .setNodeFactory(JsonNodeFactory.withExactBigDecimals(true));
 
-    private final String[] names;
-    private final String[] kinds;
+    private final RecordContract contract;
     private final int maxBytes;
     private transient Counter valid;
     private transient Counter deadLetters;
 
     /**
-     * @param names the reading's fields, in the order written
-     * @param kinds each field's JSON type: {@code string}, {@code integer} or {@code number}
+     * @param contract the record contract's JSON ({@code TableSchema.contract_json()})
      * @param maxBytes the largest message accepted
      */
-    public KafkaReadings(String[] names, String[] kinds, int maxBytes) {
-        if (names.length != kinds.length) {
-            throw new IllegalArgumentException("KafkaReadings: " + names.length + " names, " + kinds.length + " kinds");
-        }
-        for (String kind : kinds) {
-            if (!kind.equals("string") && !kind.equals("integer") && !kind.equals("number")) {
-                throw new IllegalArgumentException("KafkaReadings: unknown kind " + kind);
-            }
-        }
-        this.names = names.clone();
-        this.kinds = kinds.clone();
+    public KafkaReadings(String contract, int maxBytes) {
+        this.contract = new RecordContract(contract);
         this.maxBytes = maxBytes;
     }
 
-    /** The valid readings of {@code messages}; their dead letters are its {@link #DEAD_LETTERS} side output. */
-    public static SingleOutputStreamOperator<Row> validate(
-            DataStream<Row> messages, String[] names, String[] kinds, int maxBytes) {
-        return messages.process(new KafkaReadings(names, kinds, maxBytes), JSON)
+    /** The valid records of {@code messages}; their dead letters are its {@link #DEAD_LETTERS} side output. */
+    public static SingleOutputStreamOperator<Row> validate(DataStream<Row> messages, String contract, int maxBytes) {
+        return messages.process(new KafkaReadings(contract, maxBytes), JSON)
                 .name("ValidateReadings")
                 .uid("validate-readings");
     }
@@ -103,7 +96,7 @@ public final class KafkaReadings extends ProcessFunction<Row, Row> {
         byte[] payload = (byte[]) message.getField(3);
         String reason;
         try {
-            out.collect(Row.of(reading(payload)));
+            out.collect(Row.of(record(payload)));
             valid.inc();
             return;
         } catch (Invalid exc) {
@@ -113,8 +106,8 @@ public final class KafkaReadings extends ProcessFunction<Row, Row> {
         deadLetters.inc();
     }
 
-    /** The reading in {@code payload}, re-written with the schema's fields only. */
-    String reading(byte[] payload) throws IOException {
+    /** The record in {@code payload}, re-written whole on one line; Invalid with the reason otherwise. */
+    public String record(byte[] payload) throws IOException {
         if (payload == null) {
             throw new Invalid("no value (a tombstone)");
         }
@@ -127,52 +120,14 @@ public final class KafkaReadings extends ProcessFunction<Row, Row> {
         } catch (JsonProcessingException exc) {
             throw new Invalid("not JSON: " + exc.getOriginalMessage());
         }
-        if (root == null || !root.isObject()) {
-            throw new Invalid("not a JSON object" + (root == null ? " (empty)" : ": " + kind(root)));
+        if (root == null || root.isMissingNode()) {
+            throw new Invalid("not a JSON object (empty)");
         }
-        ObjectNode reading = MAPPER.createObjectNode();
-        for (int i = 0; i < names.length; i++) {
-            JsonNode value = root.get(names[i]);
-            if (value == null || value.isNull()) {
-                throw new Invalid("missing field " + names[i]);
-            }
-            if (!fits(value, kinds[i])) {
-                throw new Invalid("field " + names[i] + ": expected " + article(kinds[i]) + ", got " + kind(value));
-            }
-            reading.set(names[i], value);
+        if (!root.isObject()) {
+            throw new Invalid("not a JSON object: " + RecordContract.got(root));
         }
-        return MAPPER.writeValueAsString(reading);
-    }
-
-    private static boolean fits(JsonNode value, String expected) {
-        switch (expected) {
-            case "string":
-                return value.isTextual();
-            case "integer":
-                return value.isIntegralNumber() && value.canConvertToLong();
-            default:
-                return value.isNumber() && Double.isFinite(value.doubleValue());
-        }
-    }
-
-    private static String article(String kind) {
-        return kind.equals("integer") ? "an integer" : "a " + kind;
-    }
-
-    private static String kind(JsonNode value) {
-        if (value.isTextual()) {
-            return "a string";
-        }
-        if (value.isIntegralNumber()) {
-            return value.canConvertToLong() ? "an integer" : "an integer beyond 64 bits";
-        }
-        if (value.isNumber()) {
-            return "a number";
-        }
-        if (value.isBoolean()) {
-            return "a boolean";
-        }
-        return value.isArray() ? "an array" : "an object";
+        contract.check(root);
+        return MAPPER.writeValueAsString(root);
     }
 
     private static String deadLetter(String reason, Row message, byte[] payload) throws IOException {
@@ -194,14 +149,5 @@ public final class KafkaReadings extends ProcessFunction<Row, Row> {
             }
         }
         return MAPPER.writeValueAsString(letter);
-    }
-
-    /** A message that is not a reading; the message is the reason. */
-    static final class Invalid extends IOException {
-        private static final long serialVersionUID = 1L;
-
-        Invalid(String reason) {
-            super(reason);
-        }
     }
 }

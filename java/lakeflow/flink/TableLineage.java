@@ -17,8 +17,9 @@ import org.apache.flink.streaming.api.lineage.LineageDatasetFacet;
  * The table a lakeflow sink writes, as a FLIP-314 {@link LineageDataset}: named by its location in
  * OpenLineage naming (what {@code lakeflow.lineage.datasets.from_location} gives: {@code s3://bucket}
  * + key, {@code file} + absolute path; {@code s3a}/{@code s3n} are {@code s3}), with two facets:
- * {@link TableFacet} (catalog, warehouse, namespace, table) and {@link SchemaFacet} (the readings'
- * fields and their Flink SQL types).
+ * {@link TableFacet} (catalog, warehouse, namespace, table) and {@link SchemaFacet} (the declared
+ * schema's top-level fields and their Flink SQL types, nested ones as {@code ROW<…>}, {@code ARRAY<…>},
+ * {@code MAP<STRING, …>}).
  */
 public final class TableLineage implements Serializable {
 
@@ -94,7 +95,7 @@ public final class TableLineage implements Serializable {
         }
     }
 
-    /** Field name → Flink SQL type of one reading, in the order the readings carry them. */
+    /** Field name → Flink SQL type of the declared fields, in their declared order. */
     public static final class SchemaFacet implements DatasetSchemaFacet, Serializable {
         private static final long serialVersionUID = 1L;
         public static final String NAME = "schema";
