@@ -1,36 +1,19 @@
-"""The contract between the ingestion job and the compaction: the reading, and the part files holding it.
+"""The contract between the ingestion job and the compaction: the part files holding the records (whose
+fields are the declared schema's, :mod:`lakeflow.schema`).
 
-The Flink job (:mod:`lakeflow.ingest`) writes each checkpoint's readings under the raw table's
-location as *part files* ``part-<subtask uuid>-<n>.json``: one JSON array of reading objects each,
-one reading per line, fields in :data:`FIELDS` order — in hour buckets ``<bucket>/part-….json``,
-the UTC hour the sink wrote the readings in (:data:`BUCKET_FORMAT`, Flink's
-``DateTimeBucketAssigner``), which the compaction lists from its look-back window on (tables
-written before, or by other writers, may hold them directly under the location). Until its
-checkpoint commits it, a file is hidden (``.part-….json.inprogress.<id>``). The compaction
-(:mod:`lakeflow.compaction`) reads the committed files (:func:`is_committed_part`) and keys each
-reading by :data:`KEY`.
+The Flink job (:mod:`lakeflow.ingest`) writes each checkpoint's records under the raw table's
+location as *part files* ``part-<subtask uuid>-<n>.json``: one JSON array of record objects each,
+one record per line — in hour buckets ``<bucket>/part-….json``, the UTC hour the sink wrote the
+records in (:data:`BUCKET_FORMAT`, Flink's ``DateTimeBucketAssigner``), which the compaction lists
+from its look-back window on (tables written before, or by other writers, may hold them directly
+under the location). Until its checkpoint commits it, a file is hidden
+(``.part-….json.inprogress.<id>``). The compaction (:mod:`lakeflow.compaction`) reads the committed
+files (:func:`is_committed_part`).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-
-# (name, JSON type) of a reading's fields, in the order the job writes them. Every field is
-# required; an int is a 64-bit integer, a float a double.
-FIELDS: tuple[tuple[str, type], ...] = (
-    ("sensor_id", str),
-    ("run_id", str),
-    ("seq", int),
-    ("timestamp_ms", int),
-    ("temperature", float),
-    ("humidity", float),
-    ("pressure", float),
-    ("location", str),
-)
-NAMES: tuple[str, ...] = tuple(name for name, _ in FIELDS)
-KEY: tuple[str, str] = ("run_id", "seq")  # unique per reading: a run of the ingestion job + its sequence
-TIME = "timestamp_ms"  # epoch milliseconds (UTC)
-DAY_MS = 86_400_000  # one UTC day in TIME's unit
 
 PART_PREFIX = "part"
 PART_SUFFIX = ".json"
