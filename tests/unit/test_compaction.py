@@ -487,7 +487,8 @@ def test_a_storage_travels_to_spark_tasks_as_its_location_and_properties(tmp_pat
     builds its own file system from them; the secret shows in no repr."""
     import pickle
 
-    s = Storage("s3://bucket/raw/t", {"s3.region": "us-east-1", "s3.secret-access-key": "s3cr3t-value",
+    s = Storage("s3://bucket/raw/t", {"s3.region": "us-east-1", "s3.access-key-id": "AKIAEXAMPLE",
+                                      "s3.secret-access-key": "s3cr3t-value",
                                       "s3.path-style-access": "true"})
     again = pickle.loads(pickle.dumps(s))
     assert again.location == s.location and again.uri("a.json") == "s3://bucket/raw/t/a.json"
