@@ -32,8 +32,8 @@ TARGET = "sensor-readings-compacted"
 DAY = 1763683200000  # 2025-11-21T00:00:00Z
 # Where to kill, recognised by the run's progress lines (lakeflow.compaction logs each stage).
 KILL_POINTS = {
-    "before-write": re.compile(r"\[read\] \d+ new part files"),
-    "mid-write": re.compile(r"\[write\] \d+ rows → about"),
+    "before-write": re.compile(r"\[read\] engine \w+"),
+    "mid-write": re.compile(r"\[compact\] \d+ new part files"),  # (+ up to 1.5 s: the executors parse and write)
     "between-write-and-commit": re.compile(r"\[write\] data/\S+ \(\d+ rows, \d+ bytes\)"),
 }
 
