@@ -36,6 +36,7 @@ from pyspark.storagelevel import StorageLevel
 from lakeflow.compaction.engine import Compacted, Overlapping, WritePlan
 from lakeflow.compaction.files import FileEntry, Storage
 from lakeflow.compaction.parse import FILE
+from lakeflow.compaction.report import stage
 from lakeflow.compaction.rows import WRITTEN as WRITTEN_COLUMN
 from lakeflow.compaction.rows import Writer, key_hashes
 from lakeflow.compaction.spark.session import spark_progress, spark_session
@@ -75,8 +76,6 @@ class SparkEngine:
     name = "spark"
 
     def __init__(self, raw: Storage, target: Storage, app_name: str, spark_options: Sequence[str] = ()) -> None:
-        from lakeflow.compaction.report import stage
-
         self.raw, self.target = raw, target
         with stage("spark", "starting the Spark session"):
             self.spark: SparkSession = spark_session(app_name, spark_options)
@@ -96,10 +95,12 @@ class SparkEngine:
                 .persist(StorageLevel.MEMORY_AND_DISK)
             )
             try:
-                results = {r[TASK]: pickle.loads(r[PAYLOAD]) for r in rows.where(F.col(KIND) == RESULT).collect()}
+                with stage("write", f"{len(shares)} task(s) parse and write {len(files)} files in the executors"):
+                    results = {r[TASK]: pickle.loads(r[PAYLOAD]) for r in rows.where(F.col(KIND) == RESULT).collect()}
                 out = _merged(results, {ids[f.rel]: f.rel for f in files})
                 if key and out.written:
-                    self._deduplicate(rows, out, results, plan, overlapping, job)
+                    with stage("write", "duplicates across tasks and against the table: key hashes compared"):
+                        self._deduplicate(rows, out, results, plan, overlapping, job)
             finally:
                 rows.unpersist()
                 job.destroy()
