@@ -24,6 +24,7 @@ SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",  # days are UTC days
     "spark.ui.showConsoleProgress": "false",  # the job logs its own progress
     "spark.log.level": "WARN",
+    "spark.python.daemon.module": "lakeflow.compaction.spark.daemon",  # workers fork with the task's imports done
 }
 # the key hashes' aggregation: twice the cores, not Spark's 200 (200 shuffle blocks per task otherwise)
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
