@@ -41,6 +41,8 @@ EMPTY = "empty file (no JSON content)"
 MALFORMED = "not a JSON array of record objects (malformed or truncated JSON)"
 _COMMA, _NEWLINE, _BLANK, _BRACE, _END = ord(","), ord("\n"), ord(" "), ord("{"), ord("}")
 _OPEN, _CLOSE = ord("["), ord("]")
+_NULL = b"null"
+_MAX_MAP_KEYS = 256  # an inferred map of more keys is parsed the exact way
 _WS = re.compile(r"[ \t\n\r]*")
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
 _TIMESTAMPTZ = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$"
@@ -99,6 +101,7 @@ class Parser:
             if self.reader is None
             else pj.ParseOptions(explicit_schema=self.reader, unexpected_field_behavior="infer")
         )
+        self.maps = {f["name"]: f["type"] for f in self.spec if f["type"]["kind"] == "map"}  # (top-level)
         self.time = schema.event_time
         self.time_is_ms = schema.derived_time
 
@@ -179,11 +182,19 @@ class Parser:
     def _fast(self, layout: SinkLayout, indexes: Sequence[int], undeclared: Counter[str]) -> pa.Table | None:
         """Files in the sink's layout parsed together; None unless every record of every one is good."""
         assert self.options is not None and self.reader is not None
+        if self.maps and _NULL in layout.ndjson.tobytes():
+            return None  # in an inferred map a null value cannot be told from an absent key
         try:
             table = pj.read_json(pa.BufferReader(layout.ndjson), parse_options=self.options)
             if table.num_rows != int(layout.records.sum()):
                 return None
             declared = table.select(self.reader.names)
+            for name, spec in self.maps.items():
+                inferred = table.column(name).combine_chunks() if name in table.column_names else None
+                entries = _map_of(inferred, table.num_rows, spec, self.record_schema.field(name).type)
+                if entries is None:
+                    return None
+                declared = declared.append_column(name, entries)
             declared.validate(full=True)  # pyarrow takes invalid UTF-8 into strings as is
             if not all(_fits(declared.column(f["name"]), f, top=True) for f in self.spec):
                 return None
@@ -191,6 +202,8 @@ class Parser:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             return None
         for name in table.column_names[len(self.reader) :]:
+            if name in self.maps:
+                continue
             count = table.num_rows - table.column(name).null_count
             if count:
                 undeclared[name] += count
@@ -217,6 +230,46 @@ class Parser:
         out.files.setdefault(index, FileSummary())
         rows = pa.Table.from_pylist(good, schema=self.record_schema)
         return rows.append_column(FILE, pa.array(np.full(len(good), index, dtype=np.int32)))
+
+
+def _map_of(inferred: pa.Array | None, rows: int, spec: Mapping[str, Any], target: pa.DataType) -> pa.Array | None:
+    """A top-level map as the reader inferred it — a struct of the keys it met (null where absent) — as a map
+    in key order; None when its values are not of the declared kind without coercion (or are structs or
+    lists, whose inferred types go unchecked: the exact path takes those)."""
+    if inferred is None or pa.types.is_null(inferred.type):
+        return pa.nulls(rows, target)
+    if not pa.types.is_struct(inferred.type) or inferred.type.num_fields > _MAX_MAP_KEYS:
+        return None
+    names = sorted(inferred.type.field(i).name for i in range(inferred.type.num_fields))
+    kind, value_type = spec["values"]["kind"], target.item_type
+    values = []
+    for name in names:
+        child = inferred.field(name)
+        if not _takes(child.type, kind):
+            return None
+        numeric = pa.types.is_integer(child.type) or pa.types.is_floating(child.type)
+        values.append(pc.cast(child, value_type) if numeric else child)  # text is cast (strictly) by conform
+    if any(v.type != values[0].type for v in values):
+        return None
+    present = np.stack([v.is_valid().to_numpy(zero_copy_only=False) for v in values], axis=1)
+    present &= inferred.is_valid().to_numpy(zero_copy_only=False)[:, None]
+    row, key = np.nonzero(present)  # by row, then key: each map in key order
+    offsets = np.concatenate([[0], np.cumsum(present.sum(axis=1))]).astype(np.int32)
+    items = pa.concat_arrays(values).take(pa.array(key.astype(np.int64) * rows + row))
+    keys = pa.array(np.asarray(names, dtype=object)[key], pa.string())
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, items, mask=inferred.is_null())
+
+
+def _takes(source: pa.DataType, kind: str) -> bool:
+    """Whether values the reader inferred as ``source`` are the contract's values of ``kind`` (ints for a
+    number or a decimal, text for a date, timestamp or decimal: cast, and checked, later)."""
+    if pa.types.is_integer(source):
+        return kind in ("long", "int", "double", "float", "decimal")
+    if pa.types.is_floating(source):
+        return kind in ("double", "float", "decimal")
+    if pa.types.is_string(source):
+        return kind in ("string", "date", "timestamp", "timestamptz", "decimal")
+    return pa.types.is_boolean(source) and kind == "boolean"
 
 
 def _fits(column: pa.ChunkedArray | pa.Array, spec: Mapping[str, Any], *, top: bool = False) -> bool:
@@ -247,6 +300,8 @@ def _type_fits(values: pa.Array, t: Mapping[str, Any]) -> bool:
             if not _type_fits(child, member["type"]):
                 return False
         return True
+    if kind == "map":
+        return _type_fits(values.items, t["values"])
     if kind == "list":
         if "maxItems" in t:
             longest = pc.max(pc.list_value_length(values)).as_py()

@@ -75,11 +75,13 @@ def reader_type(t: IcebergType) -> pa.DataType | None:
 
 
 def reader_schema(fields: StructType) -> pa.Schema | None:
-    """The JSON reader's explicit schema for the declared fields; None if one cannot be read so."""
-    types = [reader_type(f.field_type) for f in fields.fields]
+    """The JSON reader's explicit schema for the declared fields but the top-level maps (which it infers as
+    structs of the keys it meets); None if the fields cannot be read so (a map below the top level)."""
+    declared = [f for f in fields.fields if not isinstance(f.field_type, MapType)]
+    types = [reader_type(f.field_type) for f in declared]
     if any(t is None for t in types):
         return None
-    return pa.schema([pa.field(f.name, t) for f, t in zip(fields.fields, types, strict=True)])
+    return pa.schema([pa.field(f.name, t) for f, t in zip(declared, types, strict=True)])
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -273,7 +273,7 @@ def _map(value: Check, required: bool) -> Check:
         if not isinstance(v, dict):
             raise _fail(path, "map", v)
         out = []
-        for k, x in v.items():
+        for k, x in sorted(v.items()):  # a map in key order, whichever order it came in
             if x is None:
                 if required:
                     raise Invalid(f"field {path}.{k}: null value")

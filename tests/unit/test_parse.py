@@ -126,3 +126,32 @@ def test_the_sink_layout_is_checked_per_file_on_the_whole_chunk() -> None:
     lines = bytes(layout.ndjson).split(b"\n")
     assert sum(1 for line in lines if line.strip()) == 8
     assert all(isinstance(json.loads(line), dict) for line in lines if line.strip())
+
+
+def test_a_top_level_map_takes_the_fast_path_in_key_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    records = [example(WITH_MAP, n) | {"tags": {"zone": f"z{n}", "site": "a"}} for n in range(6)]
+    records[2]["tags"] = {}
+    records[3].pop("tags")  # absent: null
+    expected = Parser(WITH_MAP).parse([indented(records)]).rows.to_pylist()
+    assert expected[0]["tags"] == [("site", "a"), ("zone", "z0")] and expected[2]["tags"] == []
+    assert expected[3]["tags"] is None
+
+    def no_exact(*args: object) -> None:
+        raise AssertionError("the exact path was taken")
+
+    with monkeypatch.context() as m:
+        m.setattr(Parser, "_exact", no_exact)
+        fast = Parser(WITH_MAP).parse([sink_file(records)])
+    assert fast.rows.to_pylist() == expected
+
+
+@pytest.mark.parametrize("tags, reason", [
+    ({"site": 7}, "field tags.site: expected a string, got an integer"),
+    ({"site": None}, "field tags.site: null value"),
+    ({"site": {"x": "y"}}, "field tags.site: expected a string, got an object"),
+])
+def test_a_mistyped_map_value_falls_back_to_the_exact_path(tags: dict, reason: str) -> None:
+    records = [example(WITH_MAP, n) for n in range(3)]
+    records[1]["tags"] = tags
+    parsed = Parser(WITH_MAP).parse([sink_file(records)])
+    assert [b.reason for b in parsed.bad] == [reason] and parsed.rows.num_rows == 2
