@@ -77,7 +77,7 @@ def schema_of(name: str):
 
 def generate(rows: int, schema_name: str):
     """A lakeflow home whose raw table holds ``rows`` records of the schema (cached: made once per size)."""
-    from lakeflow.schema.examples import example
+    from lakeflow.schema.examples import examples
 
     base = CACHE / f"compact-{schema_name}-{rows}"
     done = base / "complete"
@@ -89,8 +89,8 @@ def generate(rows: int, schema_name: str):
     schema = schema_of(schema_name)
     rnd = random.Random(rows)
     for n, start in enumerate(range(0, rows, PER_FILE)):
-        lines = [json.dumps(_vary(example(schema, i, STEP_MS), rnd), separators=(",", ":"))
-                 for i in range(start, min(rows, start + PER_FILE))]
+        lines = [json.dumps(_vary(r, rnd), separators=(",", ":"))
+                 for r in examples(schema, start, min(rows, start + PER_FILE) - start, STEP_MS)]
         (home.raw / f"part-bench-{n % 2}-{n // 2}.json").write_text("[" + ",\n".join(lines) + "]\n")
     done.touch()
     return with_schema(home, schema_name), True

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -15,11 +16,17 @@ def example(schema: TableSchema, n: int, step_ms: int = 1000) -> dict[str, Any]:
     """Example record ``n``: its event time ``n`` steps after :data:`EPOCH_MS`, the other fields
     following ``n`` (strings take 100 values: a field's cardinality is a device's, not a record's), as
     JSON carries them."""
-    spec = schema.contract()
-    out = {f["name"]: _value(f["type"], n, f["name"]) for f in spec["fields"]}
-    instant = EPOCH_MS + step_ms * n
-    out[schema.event_time] = instant if schema.derived_time else _iso(instant)
-    return out
+    return next(examples(schema, n, 1, step_ms))
+
+
+def examples(schema: TableSchema, start: int, count: int, step_ms: int = 1000) -> Iterator[dict[str, Any]]:
+    """Example records ``start`` … ``start + count - 1`` (see :func:`example`)."""
+    fields = schema.contract()["fields"]
+    for n in range(start, start + count):
+        out = {f["name"]: _value(f["type"], n, f["name"]) for f in fields}
+        instant = EPOCH_MS + step_ms * n
+        out[schema.event_time] = instant if schema.derived_time else _iso(instant)
+        yield out
 
 
 def _iso(ms: int) -> str:
