@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 
 from lakeflow.compaction.engine import RECORDS_FILE, WritePlan
@@ -31,6 +32,10 @@ class TaskResult:
     duplicates_dropped: int = 0
     undeclared: Counter[str] = field(default_factory=Counter)
     keys: pa.Table | None = None
+    # the Spark engine's small batches: the written rows' key hashes, their files (ids) and data files
+    hashes: np.ndarray | None = None
+    hash_files: np.ndarray | None = None
+    hash_written: np.ndarray | None = None
 
 
 def file_ids(parts: Sequence[FileEntry]) -> dict[str, int]:

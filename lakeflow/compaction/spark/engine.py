@@ -44,6 +44,9 @@ from lakeflow.compaction.task import TaskResult, file_ids, run_task
 from lakeflow.schema.arrow import record_type
 
 BATCH_BYTES = 64 << 20  # raw bytes a task parses, at most (the shares: a whole number per core)
+# up to this many raw bytes (~2.7 million records of the default schema, ~22 MB of hashes), the tasks hand
+# their key hashes to the driver in their results, which compares them in numpy; above, Spark aggregates them
+HASHES_TO_DRIVER_BYTES = 512 << 20
 KIND, TASK, PAYLOAD, HASH, FILE_ID, WRITTEN = "_kind", "_task", "_payload", "_hash", "_file_id", "_written"
 RESULT, KEY = 0, 1  # a row of the tasks' output: a task's result, or a written (or table) row's key hash
 OUTPUT = f"{KIND} int, {TASK} int, {PAYLOAD} binary, {HASH} bigint, {FILE_ID} int, {WRITTEN} int"
@@ -68,6 +71,7 @@ class Job:
     raw: Storage
     target: Storage
     plan: WritePlan
+    hashes_in_results: bool  # a task's key hashes in its result (a small batch), else as rows Spark aggregates
 
 
 class SparkEngine:
@@ -86,7 +90,8 @@ class SparkEngine:
         cores = self.spark.sparkContext.defaultParallelism
         count = max(1, cores * max(1, -(-size // (cores * BATCH_BYTES))))
         shares = [[(ids[f.rel], f.rel) for f in share] for share in balanced(files, count)]
-        job = self.spark.sparkContext.broadcast(Job(shares, self.raw, self.target, plan))
+        small = size <= HASHES_TO_DRIVER_BYTES
+        job = self.spark.sparkContext.broadcast(Job(shares, self.raw, self.target, plan, small))
         key = list(plan.schema.key)
         with spark_progress(self.spark, "write"):
             rows = (
@@ -119,19 +124,21 @@ class SparkEngine:
         times = [s for s in out.files.values() if s.min_ms is not None]
         lo = min(s.min_ms for s in times if s.min_ms is not None)
         hi = max(s.max_ms for s in times if s.max_ms is not None)
-        hashes = rows.where(F.col(KIND) == KEY).select(HASH, TASK, WRITTEN, FILE_ID)
         existing = list(overlapping(lo, hi))
-        if existing:
-            shared = self.spark.sparkContext.broadcast((existing, self.target, list(plan.schema.key)))
-            table = self.spark.range(0, len(existing), 1, numPartitions=min(len(existing), 64))
-            hashes = hashes.unionByName(
-                table.mapInArrow(_table_hashes(shared), OUTPUT).select(HASH, TASK, WRITTEN, FILE_ID)
-            )
-        repeated = hashes.groupBy(HASH).count().where(F.col("count") > 1).select(HASH)  # a long key: Spark's fast map
-        seen = hashes.join(F.broadcast(repeated), HASH).collect()  # the copies of repeated hashes only
-        if not seen:
+        if job.value.hashes_in_results:
+            met = _met_in_driver(results, existing, self.target, list(plan.schema.key))
+        else:
+            hashes = rows.where(F.col(KIND) == KEY).select(HASH, TASK, WRITTEN, FILE_ID)
+            if existing:
+                shared = self.spark.sparkContext.broadcast((existing, self.target, list(plan.schema.key)))
+                table = self.spark.range(0, len(existing), 1, numPartitions=min(len(existing), 64))
+                hashes = hashes.unionByName(
+                    table.mapInArrow(_table_hashes(shared), OUTPUT).select(HASH, TASK, WRITTEN, FILE_ID)
+                )
+            repeated = hashes.groupBy(HASH).count().where(F.col("count") > 1).select(HASH)  # a long key: fast
+            met = _by_hash(hashes.join(F.broadcast(repeated), HASH).collect())  # the repeated hashes' copies only
+        if not met:
             return
-        met = _by_hash(seen)
         losing = _losers(met, results, existing, self.target, plan)
         if not losing:
             return
@@ -166,6 +173,37 @@ def balanced(parts: Sequence[FileEntry], count: int) -> list[list[FileEntry]]:
         out[n].append(part)
         heapq.heappush(heap, (size + part.size, n))
     return [b for b in out if b]
+
+
+def _met_in_driver(
+    results: dict[int, TaskResult], existing: Sequence[str], target: Storage, key: list[str]
+) -> list[dict[str, Any]]:
+    """The repeated hashes of a small batch, from the hashes its tasks returned and the table's files' keys
+    (read here): each with its copies (task, written, file id)."""
+    parts = [
+        (r.hashes, np.full(len(r.hashes), t, np.int32), r.hash_written, r.hash_files)
+        for t, r in results.items()
+        if r.hashes is not None
+    ]
+    for n, uri in enumerate(existing):
+        table_hashes = key_hashes(target.read_parquet(target.relative(uri), key)).view(np.int64)
+        size = len(table_hashes)
+        parts.append(
+            (table_hashes, np.full(size, TABLE, np.int32), np.full(size, n, np.int32), np.full(size, -1, np.int32))
+        )
+    if not parts:
+        return []
+    hashes, tasks, written, files = (np.concatenate(column) for column in zip(*parts, strict=True))
+    order = np.argsort(hashes, kind="stable")
+    sorted_ = hashes[order]
+    same = np.flatnonzero(sorted_[1:] == sorted_[:-1])
+    repeated = order[np.unique(np.concatenate([same, same + 1]))]
+    return _by_hash(
+        [
+            {HASH: int(hashes[i]), TASK: int(tasks[i]), WRITTEN: int(written[i]), FILE_ID: int(files[i])}
+            for i in repeated
+        ]
+    )
 
 
 def _by_hash(rows: Sequence[Any]) -> list[dict[str, Any]]:
@@ -245,9 +283,14 @@ def _tasks(job: Any, keyed: bool) -> Callable[[Iterator[pa.RecordBatch]], Iterat
             for number in numbered.column(0).to_pylist():
                 result = run_task(number, attempt, j.shares[number], j.raw, j.target, j.plan, keys=keyed)
                 keys, result.keys = result.keys, None
+                hashes = None if keys is None else key_hashes(keys.select(list(j.plan.schema.key)))
+                if hashes is not None and j.hashes_in_results:
+                    assert keys is not None
+                    result.hashes = hashes.view(np.int64)
+                    result.hash_files = keys.column(FILE).to_numpy().astype(np.int32)
+                    result.hash_written = keys.column(WRITTEN_COLUMN).to_numpy().astype(np.int32)
                 yield _result(number, result)
-                if keys is not None and keys.num_rows:
-                    hashes = key_hashes(keys.select(list(j.plan.schema.key)))
+                if hashes is not None and keys is not None and keys.num_rows and not j.hashes_in_results:
                     yield _hash_rows(
                         number, hashes, keys.column(FILE).combine_chunks(), keys.column(WRITTEN_COLUMN).combine_chunks()
                     )
