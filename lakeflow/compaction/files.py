@@ -144,6 +144,13 @@ class Storage:
 
         return self._fs.get_file_info(self._path(rel)).type != FileType.NotFound
 
+    def read_range(self, rel: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of a file from ``offset`` (one ranged GET on S3)."""
+        if length <= 0:
+            return b""
+        with self._fs.open_input_file(self._path(rel)) as f:
+            return f.read_at(length, offset)
+
     def read(self, rel: str) -> bytes:
         with self._fs.open_input_stream(self._path(rel), compression=None) as f:
             return f.read()

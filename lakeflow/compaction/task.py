@@ -36,6 +36,9 @@ class TaskResult:
     hashes: np.ndarray | None = None
     hash_files: np.ndarray | None = None
     hash_written: np.ndarray | None = None
+    # … a large batch's: the file of its sorted hashes (staging-relative) and where each hash range starts
+    hash_file: str = ""
+    hash_cuts: list[int] = field(default_factory=list)
 
 
 def file_ids(parts: Sequence[FileEntry]) -> dict[str, int]:

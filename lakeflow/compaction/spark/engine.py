@@ -7,13 +7,16 @@ table's storage, parsed, bad records set aside, de-duplicated within the share, 
 data files into the staging folder on the table's storage. A task returns only metadata (what each file
 held, each data file's Iceberg statistics) and its rows' keys; rows never enter the JVM.
 
-De-duplication across shares, and against the table's files in the batch's time range, is an
-aggregation of 64-bit key hashes alone (:func:`~lakeflow.compaction.rows.key_hashes`; the table's
-files hashed by tasks too): only hashes seen more than once reach the driver, which compares the keys
-behind them (a collision of different keys is told apart there). A key seen more than once keeps the
+De-duplication across shares, and against the table's files in the batch's time range, compares 64-bit
+key hashes alone (:func:`~lakeflow.compaction.rows.key_hashes`), never rows: a small batch's tasks
+return theirs in their results and the driver compares them; a large batch's tasks write theirs, sorted,
+into the staging folder, and a second stage — one task per range of hash values — reads its slice of
+every task's file (ranged reads: each task returned where the ranges start in its file), adds the
+table's keys in that range, and returns the hashes seen more than once. The driver compares the keys
+behind those (a collision of different keys is told apart there). A key seen more than once keeps the
 table's row, else the one from the lowest file id (the largest file); only the data files holding a
-losing copy are written again, by tasks, without it. A batch without duplicates shuffles 8 bytes a
-row and 20 bytes of its bookkeeping, never the rows.
+losing copy are written again, by tasks, without it. Nothing passes through the JVM's rows but each
+task's result.
 
 A retried or speculative task attempt writes files of its own names; only the attempt Spark keeps is
 reported, the others stay in the staging folder, which the run removes.
@@ -29,9 +32,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.storagelevel import StorageLevel
+from pyspark.sql import SparkSession
 
 from lakeflow.compaction.engine import Compacted, Overlapping, WritePlan
 from lakeflow.compaction.files import FileEntry, Storage
@@ -45,22 +46,14 @@ from lakeflow.schema.arrow import record_type
 
 BATCH_BYTES = 64 << 20  # raw bytes a task parses, at most (the shares: a whole number per core)
 # up to this many raw bytes (~2.7 million records of the default schema, ~22 MB of hashes), the tasks hand
-# their key hashes to the driver in their results, which compares them in numpy; above, Spark aggregates them
+# their key hashes to the driver in their results; above, they write them for a second stage to compare
 HASHES_TO_DRIVER_BYTES = 512 << 20
-KIND, TASK, PAYLOAD, HASH, FILE_ID, WRITTEN = "_kind", "_task", "_payload", "_hash", "_file_id", "_written"
-RESULT, KEY = 0, 1  # a row of the tasks' output: a task's result, or a written (or table) row's key hash
-OUTPUT = f"{KIND} int, {TASK} int, {PAYLOAD} binary, {HASH} bigint, {FILE_ID} int, {WRITTEN} int"
+TASK, PAYLOAD = "_task", "_payload"
+HASH, FILE_ID, WRITTEN = "_hash", "_file_id", "_written"  # a copy of a key: its hash, file id and data file
+OUTPUT = f"{TASK} int, {PAYLOAD} binary"  # every stage's tasks: their number and their pickled result
 TABLE = -1  # the task of a key the table holds (its WRITTEN: which of the overlapping files)
-SCHEMA = pa.schema(
-    [
-        (KIND, pa.int32()),
-        (TASK, pa.int32()),
-        (PAYLOAD, pa.binary()),
-        (HASH, pa.int64()),
-        (FILE_ID, pa.int32()),
-        (WRITTEN, pa.int32()),
-    ]
-)
+SCHEMA = pa.schema([(TASK, pa.int32()), (PAYLOAD, pa.binary())])
+HASHES = "_hashes"  # under the staging folder: each task's key hashes, sorted
 
 
 @dataclass(frozen=True)
@@ -71,7 +64,7 @@ class Job:
     raw: Storage
     target: Storage
     plan: WritePlan
-    hashes_in_results: bool  # a task's key hashes in its result (a small batch), else as rows Spark aggregates
+    ranges: int  # hash ranges of the second stage; 0: a small batch, each task's key hashes in its result
 
 
 class SparkEngine:
@@ -90,53 +83,45 @@ class SparkEngine:
         cores = self.spark.sparkContext.defaultParallelism
         count = max(1, cores * max(1, -(-size // (cores * BATCH_BYTES))))
         shares = [[(ids[f.rel], f.rel) for f in share] for share in balanced(files, count)]
-        small = size <= HASHES_TO_DRIVER_BYTES
-        job = self.spark.sparkContext.broadcast(Job(shares, self.raw, self.target, plan, small))
-        key = list(plan.schema.key)
-        with spark_progress(self.spark, "write"):
-            rows = (
-                self.spark.range(0, len(shares), 1, numPartitions=len(shares))
-                .mapInArrow(_tasks(job, bool(key)), OUTPUT)
-                .persist(StorageLevel.MEMORY_AND_DISK)
-            )
-            try:
+        ranges = 0 if size <= HASHES_TO_DRIVER_BYTES else cores
+        job = self.spark.sparkContext.broadcast(Job(shares, self.raw, self.target, plan, ranges))
+        try:
+            with spark_progress(self.spark, "write"):
                 with stage("write", f"{len(shares)} task(s) parse and write {len(files)} files in the executors"):
-                    results = {r[TASK]: pickle.loads(r[PAYLOAD]) for r in rows.where(F.col(KIND) == RESULT).collect()}
+                    results: dict[int, TaskResult] = self._run(len(shares), _tasks(job, bool(plan.schema.key)))
                 out = _merged(results, {ids[f.rel]: f.rel for f in files})
-                if key and out.written:
+                if plan.schema.key and out.written:
                     with stage("write", "duplicates across tasks and against the table: key hashes compared"):
-                        self._deduplicate(rows, out, results, plan, overlapping, job)
-            finally:
-                rows.unpersist()
-                job.destroy()
+                        self._deduplicate(out, results, plan, overlapping, job)
+        finally:
+            job.destroy()
         return out
 
+    def _run(
+        self, count: int, stage_: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+    ) -> dict[int, Any]:
+        """``count`` tasks of ``stage_`` (one per partition): each one's pickled result, by task number."""
+        rows = self.spark.range(0, count, 1, numPartitions=count).mapInArrow(stage_, OUTPUT).collect()
+        return {r[TASK]: pickle.loads(r[PAYLOAD]) for r in rows}
+
     def _deduplicate(
-        self,
-        rows: DataFrame,
-        out: Compacted,
-        results: dict[int, TaskResult],
-        plan: WritePlan,
-        overlapping: Overlapping,
-        job: Any,
+        self, out: Compacted, results: dict[int, TaskResult], plan: WritePlan, overlapping: Overlapping, job: Any
     ) -> None:
         """Keys seen in more than one share, or already in the table: the losing copies' data files written again."""
         times = [s for s in out.files.values() if s.min_ms is not None]
         lo = min(s.min_ms for s in times if s.min_ms is not None)
         hi = max(s.max_ms for s in times if s.max_ms is not None)
         existing = list(overlapping(lo, hi))
-        if job.value.hashes_in_results:
+        if job.value.ranges == 0:
             met = _met_in_driver(results, existing, self.target, list(plan.schema.key))
         else:
-            hashes = rows.where(F.col(KIND) == KEY).select(HASH, TASK, WRITTEN, FILE_ID)
-            if existing:
-                shared = self.spark.sparkContext.broadcast((existing, self.target, list(plan.schema.key)))
-                table = self.spark.range(0, len(existing), 1, numPartitions=min(len(existing), 64))
-                hashes = hashes.unionByName(
-                    table.mapInArrow(_table_hashes(shared), OUTPUT).select(HASH, TASK, WRITTEN, FILE_ID)
-                )
-            repeated = hashes.groupBy(HASH).count().where(F.col("count") > 1).select(HASH)  # a long key: fast
-            met = _by_hash(hashes.join(F.broadcast(repeated), HASH).collect())  # the repeated hashes' copies only
+            files = [(t, r.hash_file, r.hash_cuts) for t, r in results.items() if r.hash_file]
+            shared = self.spark.sparkContext.broadcast((files, existing))
+            try:
+                found = self._run(job.value.ranges, _ranges(job, shared))
+            finally:
+                shared.destroy()
+            met = _by_hash([copy for copies in found.values() for copy in copies])
         if not met:
             return
         losing = _losers(met, results, existing, self.target, plan)
@@ -145,12 +130,7 @@ class SparkEngine:
         redo = self.spark.sparkContext.broadcast(
             [(results[t].written[w], drop, f"{t}-{w}") for (t, w), drop in losing.items()]
         )
-        rewritten = {
-            r[TASK]: pickle.loads(r[PAYLOAD])
-            for r in self.spark.range(0, len(losing), 1, numPartitions=len(losing))
-            .mapInArrow(_rewrites(job, redo), OUTPUT)
-            .collect()
-        }
+        rewritten = self._run(len(losing), _rewrites(job, redo))
         for n, (t, w) in enumerate(losing):
             old, new = results[t].written[w], rewritten[n]
             out.written.remove(old)
@@ -183,27 +163,13 @@ def _met_in_driver(
     parts = [
         (r.hashes, np.full(len(r.hashes), t, np.int32), r.hash_written, r.hash_files)
         for t, r in results.items()
-        if r.hashes is not None
+        if r.hashes is not None and r.hash_written is not None and r.hash_files is not None
     ]
     for n, uri in enumerate(existing):
-        table_hashes = key_hashes(target.read_parquet(target.relative(uri), key)).view(np.int64)
-        size = len(table_hashes)
-        parts.append(
-            (table_hashes, np.full(size, TABLE, np.int32), np.full(size, n, np.int32), np.full(size, -1, np.int32))
-        )
-    if not parts:
-        return []
-    hashes, tasks, written, files = (np.concatenate(column) for column in zip(*parts, strict=True))
-    order = np.argsort(hashes, kind="stable")
-    sorted_ = hashes[order]
-    same = np.flatnonzero(sorted_[1:] == sorted_[:-1])
-    repeated = order[np.unique(np.concatenate([same, same + 1]))]
-    return _by_hash(
-        [
-            {HASH: int(hashes[i]), TASK: int(tasks[i]), WRITTEN: int(written[i]), FILE_ID: int(files[i])}
-            for i in repeated
-        ]
-    )
+        table = key_hashes(target.read_parquet(target.relative(uri), key)).view(np.int64)
+        size = len(table)
+        parts.append((table, np.full(size, TABLE, np.int32), np.full(size, n, np.int32), np.full(size, -1, np.int32)))
+    return _by_hash(_repeated(parts))
 
 
 def _by_hash(rows: Sequence[Any]) -> list[dict[str, Any]]:
@@ -250,68 +216,100 @@ def _losers(
 
 
 def _result(task: int, payload: Any) -> pa.RecordBatch:
-    columns = [pa.array([RESULT], pa.int32()), pa.array([task], pa.int32()), pa.array([pickle.dumps(payload)])]
-    columns += [pa.nulls(1, f.type) for f in list(SCHEMA)[3:]]
-    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+    return pa.RecordBatch.from_arrays([pa.array([task], pa.int32()), pa.array([pickle.dumps(payload)])], schema=SCHEMA)
 
 
-def _hash_rows(task: int, hashes: np.ndarray, file_ids: pa.Array, written: pa.Array) -> pa.RecordBatch:
-    n = len(hashes)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(np.full(n, KEY, np.int32)),
-            pa.array(np.full(n, task, np.int32)),
-            pa.nulls(n, pa.binary()),
-            pa.array(hashes.view(np.int64)),
-            file_ids,
-            written,
-        ],
-        schema=SCHEMA,
-    )
+def _bounds(ranges: int) -> np.ndarray:
+    """The first hash of each of ``ranges`` equal ranges of the (signed 64-bit) hash values, then the end."""
+    edges = [-(2**63) + (2**64 * i) // ranges for i in range(ranges)]
+    return np.array(edges, dtype=np.int64)
 
 
 def _tasks(job: Any, keyed: bool) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function over share numbers: each share compacted; its result, then its keys' hashes."""
+    """The ``mapInArrow`` function over share numbers: each share compacted (on as many threads as the task
+    has cores), with its key hashes in its result (a small batch) or, sorted, in a file of the staging folder."""
 
     def tasks(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         context = TaskContext.get()
         attempt = context.attemptNumber() if context is not None else 0
+        pa.set_cpu_count(max(1, context.cpus() if context is not None else 1))
         j: Job = job.value
         for numbered in numbers:
             for number in numbered.column(0).to_pylist():
                 result = run_task(number, attempt, j.shares[number], j.raw, j.target, j.plan, keys=keyed)
                 keys, result.keys = result.keys, None
-                hashes = None if keys is None else key_hashes(keys.select(list(j.plan.schema.key)))
-                if hashes is not None and j.hashes_in_results:
-                    assert keys is not None
-                    result.hashes = hashes.view(np.int64)
-                    result.hash_files = keys.column(FILE).to_numpy().astype(np.int32)
-                    result.hash_written = keys.column(WRITTEN_COLUMN).to_numpy().astype(np.int32)
+                if keys is not None:
+                    hashes = key_hashes(keys.select(list(j.plan.schema.key))).view(np.int64)
+                    files = keys.column(FILE).to_numpy().astype(np.int32)
+                    written = keys.column(WRITTEN_COLUMN).to_numpy().astype(np.int32)
+                    if j.ranges == 0:
+                        result.hashes, result.hash_files, result.hash_written = hashes, files, written
+                    else:
+                        order = np.argsort(hashes, kind="stable")
+                        rel = f"{j.plan.staging}/{HASHES}/t{number:05d}-a{attempt}.bin"
+                        j.target.write(rel, b"".join(a[order].tobytes() for a in (hashes, files, written)))
+                        result.hash_file = rel
+                        result.hash_cuts = np.searchsorted(hashes[order], _bounds(j.ranges)).tolist() + [len(hashes)]
                 yield _result(number, result)
-                if hashes is not None and keys is not None and keys.num_rows and not j.hashes_in_results:
-                    yield _hash_rows(
-                        number, hashes, keys.column(FILE).combine_chunks(), keys.column(WRITTEN_COLUMN).combine_chunks()
-                    )
 
     return tasks
 
 
-def _table_hashes(shared: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function hashing the keys of the table's data files (task :data:`TABLE`)."""
+def _ranges(job: Any, shared: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function over hash ranges: each range's slice of every task's hash file and the
+    table's keys in it; its result, the copies of its hashes seen more than once."""
 
-    def read(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        uris, target, key = shared.value
+    def compare(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        j: Job = job.value
+        files, existing = shared.value
+        bounds = [*_bounds(j.ranges).tolist(), None]
         for numbered in numbers:
             for number in numbered.column(0).to_pylist():
-                hashes = key_hashes(target.read_parquet(target.relative(uris[number]), key))
-                n = len(hashes)
-                yield _hash_rows(
-                    TABLE, hashes, pa.array(np.full(n, -1, np.int32)), pa.array(np.full(n, number, np.int32))
-                )
+                parts = []
+                for task, rel, cuts in files:
+                    n, lo, hi = cuts[-1], cuts[number], cuts[number + 1]
+                    slices = [
+                        j.target.read_range(rel, offset + lo * width, (hi - lo) * width)
+                        for offset, width in ((0, 8), (8 * n, 4), (12 * n, 4))
+                    ]
+                    hashes, ids, written = (
+                        np.frombuffer(b, dtype) for b, dtype in zip(slices, (np.int64, np.int32, np.int32), strict=True)
+                    )
+                    parts.append((hashes, np.full(len(hashes), task, np.int32), written, ids))
+                for n, uri in enumerate(existing):
+                    table = key_hashes(j.target.read_parquet(j.target.relative(uri), list(j.plan.schema.key)))
+                    table = table.view(np.int64)
+                    mine = (table >= bounds[number]) & (
+                        True if bounds[number + 1] is None else table < bounds[number + 1]
+                    )
+                    size = int(mine.sum())
+                    parts.append(
+                        (
+                            table[mine],
+                            np.full(size, TABLE, np.int32),
+                            np.full(size, n, np.int32),
+                            np.full(size, -1, np.int32),
+                        )
+                    )
+                yield _result(number, _repeated(parts))
 
-    return read
+    return compare
+
+
+def _repeated(parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> list[dict[str, int]]:
+    """The copies (hash, task, data file, file id) of the hashes ``parts`` hold more than once."""
+    if not parts:
+        return []
+    hashes, tasks, written, files = (np.concatenate(column) for column in zip(*parts, strict=True))
+    order = np.argsort(hashes, kind="stable")
+    ranked = hashes[order]
+    same = np.flatnonzero(ranked[1:] == ranked[:-1])
+    repeated = order[np.unique(np.concatenate([same, same + 1]))]
+    return [
+        {HASH: int(hashes[i]), TASK: int(tasks[i]), WRITTEN: int(written[i]), FILE_ID: int(files[i])} for i in repeated
+    ]
 
 
 def _rewrites(job: Any, redo: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
