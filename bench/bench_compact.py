@@ -358,7 +358,7 @@ def scaling(sizes: list[int], repeats: int, schema_name: str) -> None:
                           f"the machine {busy / s:.2f} of {os.cpu_count()} cores busy (the driver's processes "
                           f"{CPU_SECONDS[-1] / s:.2f}; on a quiet machine the rest is the executors')", flush=True)
                 seconds[(workers, rows)] = statistics.median(times)
-                driver[rows] = max(peaks) if workers == 2 else driver.get(rows, 0)
+                driver[rows] = statistics.median(peaks) if workers == 2 else driver.get(rows, 0)
         finally:
             cluster.stop()
     big = sizes[-1]
