@@ -35,6 +35,10 @@ from lakeflow.compaction.run import (
 
 
 def compact(config: CompactConfig) -> int:
+    if config.engine == "spark":  # the driver's JVM starts while the run plans
+        from lakeflow.compaction.spark.session import launch_early
+
+        launch_early(config.spark_options)
     run = begin(config)  # raw table, Iceberg table (created on first use)
     with hold_lease(run):  # one run per target table at a time, on any host
         try:

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from lakeflow.compaction.launch import submit_env
@@ -30,16 +31,30 @@ SESSION_CONF = {
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
-def spark_session(app_name: str, spark_options: Sequence[str] = ()) -> SparkSession:
-    """The session (master and resources come from spark-submit). A JVM PySpark launches gets
-    ``spark_options`` (spark-submit's; its launcher reads them, this Python and SPARK_HOME from the
-    environment only) and the class archive (:mod:`~lakeflow.compaction.spark.cds`) when there is one."""
+def launch_early(spark_options: Sequence[str] = ()) -> None:
+    """Start the driver's JVM (PySpark's gateway) in a thread, while the run plans (a run that knows it will
+    compact with Spark); :func:`spark_session` then finds it started, or waits for it. Under spark-submit
+    the JVM runs already: nothing to do."""
+    _prepare_launch(spark_options)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        threading.Thread(target=SparkContext._ensure_initialized, name="spark-jvm", daemon=True).start()
+
+
+def _prepare_launch(spark_options: Sequence[str]) -> None:
+    """The environment a JVM PySpark launches reads: ``spark_options`` (spark-submit's; its launcher reads
+    them, this Python and SPARK_HOME from the environment only), the driver's memory and the class archive
+    (:mod:`~lakeflow.compaction.spark.cds`) when there is one. Idempotent."""
     if spark_options and "PYSPARK_GATEWAY_PORT" not in os.environ:
         os.environ.update(submit_env(os.environ, spark_options))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the Python workers parse: this environment's
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not yet launched: PySpark starts the JVM here
         submit_args = with_driver_memory(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
         os.environ["PYSPARK_SUBMIT_ARGS"] = with_class_archive(submit_args)  # the driver maps it if built
+
+
+def spark_session(app_name: str, spark_options: Sequence[str] = ()) -> SparkSession:
+    """The session (master and resources come from spark-submit; see :func:`_prepare_launch`)."""
+    _prepare_launch(spark_options)
     builder = SparkSession.builder.appName(app_name)
     if not _launched_with_master():
         builder = builder.master("local[*]")
