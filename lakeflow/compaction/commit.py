@@ -43,6 +43,10 @@ RUN_PROPERTY = "lakeflow.compaction.run-id"
 EVENT_TIME_PROPERTY = "lakeflow.schema.event-time"  # the table's event time (a top-level field)
 KEY_PROPERTY = "lakeflow.schema.key"  # its key fields, comma-separated ("" none)
 DIGEST_PROPERTY = "lakeflow.schema.digest"  # the declaration its last commit was written under
+# In a snapshot's summary: the newest event time (epoch ms) among the table's rows as of that snapshot,
+# written by every compaction commit (the newer of the parent's and its own rows') and carried by
+# maintenance's rewrites: what the end-to-end lag is measured from (:func:`newest_event_ms`).
+NEWEST_EVENT_PROPERTY = "lakeflow.newest-event-time-ms"
 # pyiceberg retries a failed append on top of the newer snapshot; ours must not be retried blindly,
 # since the ledger it carries was read from the snapshot it started on.
 NO_RETRY = {"commit.retry.num-retries": "0"}
@@ -341,6 +345,20 @@ def commit(
     snap = target.table.current_snapshot()
     assert snap is not None and _run_of(snap) == run_id
     return snap.snapshot_id
+
+
+def newest_event_ms(table: Table) -> int | None:
+    """The newest event time (epoch ms) visible in ``table``: the current snapshot's
+    :data:`NEWEST_EVENT_PROPERTY`, else its nearest ancestor's that the metadata keeps (None: no commit
+    recorded one yet)."""
+    meta = table.metadata
+    snap = meta.current_snapshot()
+    while snap is not None:
+        value = snap.summary.get(NEWEST_EVENT_PROPERTY) if snap.summary is not None else None
+        if value is not None:
+            return int(value)
+        snap = meta.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+    return None
 
 
 def _run_of(snap: Snapshot) -> str | None:

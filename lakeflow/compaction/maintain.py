@@ -45,7 +45,14 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from lakeflow.catalog.errors import CommitConflict, iceberg_errors
-from lakeflow.compaction.commit import RUN_PROPERTY, Target, data_file, reachable
+from lakeflow.compaction.commit import (
+    NEWEST_EVENT_PROPERTY,
+    RUN_PROPERTY,
+    Target,
+    data_file,
+    newest_event_ms,
+    reachable,
+)
 from lakeflow.compaction.config import CompactConfig, MaintainOptions
 from lakeflow.compaction.files import FileEntry, Storage, Upload
 from lakeflow.compaction.lease import Lease, LeaseLost
@@ -311,11 +318,13 @@ def _commit(
         if lease is not None:
             lease.check()
         added = [data_file(uri, w, table.metadata.default_spec_id) for uri, w in written]
+        newest = newest_event_ms(table)  # the rows stay the same: so does the newest event time
+        carried = {NEWEST_EVENT_PROPERTY: str(newest)} if newest is not None else {}
         try:
             with (
                 iceberg_errors(what),
                 table.transaction() as tx,
-                tx.update_snapshot(snapshot_properties=props).overwrite() as rewrite,
+                tx.update_snapshot(snapshot_properties={**props, **carried}).overwrite() as rewrite,
             ):
                 for f in replaced:
                     rewrite.delete_data_file(f)

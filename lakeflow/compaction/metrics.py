@@ -9,6 +9,7 @@ location, a URL or a credential: only results, states and kinds from fixed sets.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -65,6 +66,25 @@ class CompactorMetrics:
         )
         self.oldest_pending: float | None = None  # Unix time of that file
         self.freshness_lag.set_function(self._lag)
+        self.newest_event: float | None = None  # Unix time of the newest event time visible in the table
+        self.newest_event_time = Gauge(
+            "lakeflow_table_newest_event_timestamp_seconds",
+            "The newest event time among the Iceberg table's rows (Unix time; NaN until a run has read it).",
+            registry=r,
+        )
+        self.newest_event_time.set_function(lambda: math.nan if self.newest_event is None else self.newest_event)
+        self.end_to_end_lag = Gauge(
+            "lakeflow_end_to_end_lag_seconds",
+            "Now minus the newest event time visible in the Iceberg table: how far the table trails its "
+            "sources, as make bench-freshness measures it (NaN until a run has read it).",
+            registry=r,
+        )
+        self.end_to_end_lag.set_function(self._end_to_end_lag)
+        self.commit_lag = Gauge(
+            "lakeflow_compaction_commit_lag_seconds",
+            "The last commit's time minus the newest event time among the rows it committed.",
+            registry=r,
+        )
         self.running = Gauge("lakeflow_compaction_running", "1 while a compaction run is in progress.", registry=r)
         self.lease_busy = Gauge(
             "lakeflow_compaction_lease_busy",
@@ -94,6 +114,9 @@ class CompactorMetrics:
     def _lag(self) -> float:
         return 0.0 if self.oldest_pending is None else max(0.0, time.time() - self.oldest_pending)
 
+    def _end_to_end_lag(self) -> float:
+        return math.nan if self.newest_event is None else max(0.0, time.time() - self.newest_event)
+
     def record(self, report: Mapping[str, Any], code: int, took_s: float) -> None:
         """Count one run from its exit code and JSON report (empty when it wrote none)."""
         result = RESULTS.get(code, "error")
@@ -112,6 +135,10 @@ class CompactorMetrics:
         elif report.get("oldest_new_file_at"):
             found = datetime.fromisoformat(report["oldest_new_file_at"]).timestamp()
             self.oldest_pending = found if self.oldest_pending is None else min(self.oldest_pending, found)
+        if report.get("newest_event_ms") is not None:
+            self.newest_event = report["newest_event_ms"] / 1000
+        if report.get("commit_lag_s") is not None:
+            self.commit_lag.set(report["commit_lag_s"])
         if report.get("table_snapshots") is not None:
             self.snapshots.set(report["table_snapshots"])
         if report.get("table_data_files") is not None:

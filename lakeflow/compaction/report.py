@@ -69,6 +69,8 @@ class CompactionReport:
     oldest_new_file_at: str = ""  # modification time of the oldest new raw file discovered (ISO 8601)
     table_snapshots: int | None = None  # the Iceberg table's snapshots when the run ended
     table_data_files: int | None = None  # its current snapshot's data files
+    newest_event_ms: int | None = None  # the newest event time visible in the table when the run ended (epoch ms)
+    commit_lag_s: float | None = None  # its commit's time − the newest event time of the rows it committed
     _t0: float = field(default_factory=time.monotonic, repr=False)
 
     @property

@@ -13,7 +13,15 @@ from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import TYPE_CHECKING
 
-from lakeflow.compaction.commit import Target, commit, evolved, iceberg_catalog, open_target
+from lakeflow.compaction.commit import (
+    NEWEST_EVENT_PROPERTY,
+    Target,
+    commit,
+    evolved,
+    iceberg_catalog,
+    newest_event_ms,
+    open_target,
+)
 from lakeflow.compaction.config import CompactConfig
 from lakeflow.compaction.discover import PartListing, bucket_of, list_buckets, list_parts, window_start
 from lakeflow.compaction.engine import Compacted, Engine, WritePlan, arrow_max_bytes, choose
@@ -303,6 +311,10 @@ def commit_batch(run: Run, batch: Batch) -> None:
         "lakeflow.rows-in": str(r.rows_in),
         "lakeflow.duplicates-dropped": str(r.duplicates_dropped),
     }
+    newest = max((w.max_ms for w in batch.compacted.written), default=None)
+    carried = max((t for t in (newest, newest_event_ms(run.target.table)) if t is not None), default=None)
+    if carried is not None:
+        summary[NEWEST_EVENT_PROPERTY] = str(carried)
     sequence = run.target.next_sequence
     assert run.lease is not None
     run.lease.check()
@@ -324,6 +336,9 @@ def commit_batch(run: Run, batch: Batch) -> None:
             run.table_schema,
         )
     r.sequence_number = sequence
+    snap = run.target.table.current_snapshot()
+    if newest is not None and snap is not None:
+        r.commit_lag_s = round((snap.timestamp_ms - newest) / 1000, 3)
     r.ledger = target.uri(run.intent.ledger)
     run.ledger = replace(ledger, uri=r.ledger)
 
@@ -384,6 +399,7 @@ def emit_report(run: Run) -> None:
     meta = run.target.table.metadata
     current = meta.current_snapshot()
     run.report.table_snapshots = len(meta.snapshots)
+    run.report.newest_event_ms = newest_event_ms(run.target.table)
     if current is not None and current.summary is not None:
         run.report.table_data_files = int(current.summary.get("total-data-files", 0))
     print("\n".join(run.report.summary_lines()), flush=True)

@@ -4,8 +4,11 @@ Read-only: nothing is created, committed or deleted, and no lease is taken.
 
 - **pending**: the raw part files a run would compact now — the same windowed discovery as a run
   (:mod:`lakeflow.compaction.discover`, minus the ledger), without committing;
-- **freshness lag**: the age of the oldest pending file by its modification time (when the sink
-  finished writing it; its readings are at most one checkpoint interval older); 0 when none pend;
+- **end-to-end lag**: now minus the newest event time visible in the Iceberg table (recorded by each
+  commit in its snapshot: :func:`lakeflow.compaction.commit.newest_event_ms`) — the figure the
+  compactor's ``lakeflow_end_to_end_lag_seconds`` serves and ``make bench-freshness`` checks;
+- **freshness lag** (the backlog): the age of the oldest pending file by its modification time (when
+  the sink finished writing it; its readings are at most one checkpoint interval older); 0 when none pend;
 - **last run**: the newest final event (COMPLETE / FAIL) of the compaction job in the lineage store,
   and the last committed run from the ledger;
 - **snapshots**, and **data files per day partition** with their mean size (from the manifests).
@@ -43,6 +46,8 @@ class Status:
     pending_bytes: int = 0
     oldest_pending: str = ""  # raw-relative path
     freshness_lag_s: float = 0.0
+    newest_event_at: str = ""  # the newest event time visible in the table (ISO 8601; "" unknown)
+    end_to_end_lag_s: float | None = None  # now − newest_event_at
     files_listed: int = 0
     last_run: dict[str, Any] = field(default_factory=dict)  # lineage store: run_id, at, result, …
     last_commit: dict[str, Any] = field(default_factory=dict)  # ledger: run_id, committed_at, files, rows_out
@@ -59,6 +64,12 @@ class Status:
         out = [f"table {self.table} (from {self.source})" + ("" if self.exists else ": not created yet")]
         lag = f"{_age(self.freshness_lag_s)} (oldest pending: {self.oldest_pending})" if self.pending_files else "none"
         out.append(f"pending: {self.pending_files} raw file(s), {self.pending_bytes:,} bytes; freshness lag {lag}")
+        if self.end_to_end_lag_s is None:
+            out.append("end-to-end lag: unknown (no commit has recorded the newest event time yet)")
+        else:
+            out.append(
+                f"end-to-end lag: {_age(self.end_to_end_lag_s)} (newest event time in the table: {self.newest_event_at})"
+            )
         if self.last_run:
             r = self.last_run
             out.append(
@@ -83,7 +94,7 @@ class Status:
 
 def table_status(config: CompactConfig, now: datetime | None = None) -> Status:
     """The raw table's backlog and the Iceberg table's shape, read without changing anything."""
-    from lakeflow.compaction.commit import iceberg_catalog, load_target
+    from lakeflow.compaction.commit import iceberg_catalog, load_target, newest_event_ms
     from lakeflow.compaction.discover import list_parts, window_start
     from lakeflow.compaction.ledger import Ledger, load_ledger
     from lakeflow.compaction.source import open_raw
@@ -113,6 +124,11 @@ def table_status(config: CompactConfig, now: datetime | None = None) -> Status:
     if target is not None:
         table = target.table
         status.snapshots = len(table.metadata.snapshots)
+        newest = newest_event_ms(table)
+        if newest is not None:
+            at = datetime.fromtimestamp(newest / 1000, timezone.utc)
+            status.newest_event_at = at.isoformat(timespec="milliseconds")
+            status.end_to_end_lag_s = round(max(0.0, (now - at).total_seconds()), 1)
         per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         if table.current_snapshot() is not None:
             spec, schema = table.spec(), table.schema()
