@@ -18,10 +18,11 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from lakeflow.cli.main import EXIT_ERROR, run_command
 from lakeflow.cli.output import shown
@@ -212,11 +213,17 @@ def compaction_pipeline() -> Pipeline:
     return module.compact
 
 
-def run_once(options: CompactOptions, spark_options: Sequence[str]) -> int:
-    """One run of the job in this process (a Spark it needs launched with ``spark_options``)."""
+def run_once(
+    options: CompactOptions,
+    spark_options: Sequence[str],
+    on_commit: Callable[[Mapping[str, Any]], None] | None = None,
+) -> int:
+    """One run of the job in this process (a Spark it needs launched with ``spark_options``; ``on_commit``
+    told its report at the commit)."""
     pipeline = compaction_pipeline()
     return run_command(
-        "lakeflow compact", lambda: pipeline(replace(load_config(options), spark_options=tuple(spark_options)))
+        "lakeflow compact",
+        lambda: pipeline(replace(load_config(options), spark_options=tuple(spark_options), on_commit=on_commit)),
     )
 
 
@@ -254,8 +261,8 @@ def _compact(args: argparse.Namespace) -> int:
         if not getattr(args, "verbose", False):  # one line per run; the stages' progress with lakeflow -v
             logging.getLogger().setLevel(logging.WARNING)
 
-        def tick(report: Path, maintain: bool) -> int:
-            return run_once(replace(options, report=report, maintain=options.maintain or maintain), launch)
+        def tick(report: Path, maintain: bool, on_commit: Callable[[Mapping[str, Any]], None]) -> int:
+            return run_once(replace(options, report=report, maintain=options.maintain or maintain), launch, on_commit)
 
         try:
             return run_forever(every, tick, args.report.resolve() if args.report else None, export.port)

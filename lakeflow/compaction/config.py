@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
@@ -251,6 +251,7 @@ class CompactConfig:
     maintain: bool = False  # run lakeflow.compaction.maintain after a successful run
     maintenance: MaintainOptions = MaintainOptions()
     spark_options: tuple[str, ...] = ()  # spark-submit's options for a Spark this process launches
+    on_commit: Callable[[Mapping[str, Any]], None] | None = None  # told the report at its commit (the service)
 
     @property
     def namespace(self) -> tuple[str, ...]:

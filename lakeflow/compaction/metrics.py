@@ -117,6 +117,14 @@ class CompactorMetrics:
     def _end_to_end_lag(self) -> float:
         return math.nan if self.newest_event is None else max(0.0, time.time() - self.newest_event)
 
+    def committed(self, report: Mapping[str, Any]) -> None:
+        """The table's newest event time and the commit's lag, from a run's report: at its commit (the
+        service's runs tell it then, before their tidy-up and maintenance) and when it ends."""
+        if report.get("newest_event_ms") is not None:
+            self.newest_event = report["newest_event_ms"] / 1000
+        if report.get("commit_lag_s") is not None:
+            self.commit_lag.set(report["commit_lag_s"])
+
     def record(self, report: Mapping[str, Any], code: int, took_s: float) -> None:
         """Count one run from its exit code and JSON report (empty when it wrote none)."""
         result = RESULTS.get(code, "error")
@@ -135,10 +143,7 @@ class CompactorMetrics:
         elif report.get("oldest_new_file_at"):
             found = datetime.fromisoformat(report["oldest_new_file_at"]).timestamp()
             self.oldest_pending = found if self.oldest_pending is None else min(self.oldest_pending, found)
-        if report.get("newest_event_ms") is not None:
-            self.newest_event = report["newest_event_ms"] / 1000
-        if report.get("commit_lag_s") is not None:
-            self.commit_lag.set(report["commit_lag_s"])
+        self.committed(report)
         if report.get("table_snapshots") is not None:
             self.snapshots.set(report["table_snapshots"])
         if report.get("table_data_files") is not None:

@@ -339,6 +339,9 @@ def commit_batch(run: Run, batch: Batch) -> None:
     snap = run.target.table.current_snapshot()
     if newest is not None and snap is not None:
         r.commit_lag_s = round((snap.timestamp_ms - newest) / 1000, 3)
+    r.newest_event_ms = carried
+    if c.on_commit is not None:
+        c.on_commit(r.to_dict())
     r.ledger = target.uri(run.intent.ledger)
     run.ledger = replace(ledger, uri=r.ledger)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,22 @@ def test_each_commit_records_the_newest_event_time_and_its_lag(home: LakeflowHom
     # a run that finds nothing new commits nothing and still reports the table's newest event time
     idle = compact(home)
     assert (idle["newest_event_ms"], idle["commit_lag_s"], idle["snapshot_id"]) == (newest, None, None)
+
+
+def test_the_service_hears_of_the_commit_before_the_run_ends(home: LakeflowHome) -> None:
+    """``lakeflow compact --every`` passes its metrics' ``committed`` as ``on_commit``: the lag they serve
+    moves at the commit, not after the run's tidy-up and maintenance."""
+    now_ms = int(time.time() * 1000)
+    write_parts(home.raw, readings("a", 10, start_ms=now_ms - 20_000, step_ms=1000), 10, bucket_folders=True)
+    heard: list[dict] = []
+    config = replace(load_config(job_options(["--engine", "arrow", "--maintain"])), on_commit=heard.append)
+    assert compaction_pipeline()(config) == 0
+    (report,) = heard
+    assert report["status"] == "running" and report["maintenance"] == {}        # before the run's maintenance
+    assert report["newest_event_ms"] == now_ms - 20_000 + 9_000 and report["commit_lag_s"] >= 11
+    metrics = CompactorMetrics()
+    metrics.committed(report)
+    assert 11 <= _sample(metrics, "lakeflow_end_to_end_lag_seconds") < 60
 
 
 def test_status_shows_the_end_to_end_lag(home: LakeflowHome) -> None:
