@@ -290,6 +290,9 @@ class FlinkCluster:
     def taskmanager_pids(self) -> list[int]:
         return self._pids("taskexecutor")
 
+    def jobmanager_pids(self) -> list[int]:
+        return self._pids("standalonesession")
+
     def kill_taskmanager(self) -> int:
         """SIGKILL the TaskManager (fault injection); returns its pid. See ``start_taskmanager``."""
         return kill_first(self.taskmanager_pids(), "TaskManager")

@@ -4,7 +4,8 @@ topics and records through Kafka's own tools (``TopicCommand``, ``ConsoleProduce
 
 ``lakeflow demo --source kafka`` runs one beside its Flink cluster; the tests and benchmarks too.
 :func:`run_kafka` formats the log folder (``kafka.tools.StorageTool``), starts the broker on the
-ports it is given and stops it at the end.
+ports it is given and stops it at the end; :meth:`KafkaBroker.restart` restarts it on the same data
+(``make soak``'s broker restart).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lakeflow.errors import LakeflowError
@@ -73,6 +74,29 @@ def kafka_jars() -> list[Path]:
         raise KafkaUnavailable(str(exc)) from None
 
 
+class _Server:
+    """The broker's JVM: started on a formatted folder's ``server.properties``, stopped, started again."""
+
+    def __init__(self, props: Path, classpath: str, log: Path, port: int, timeout: float) -> None:
+        self.props, self.classpath, self.log, self.port, self.timeout = props, classpath, log, port, timeout
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [java(), *JVM_OPTIONS, "-cp", self.classpath, "kafka.Kafka", str(self.props)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "LOG_DIR": str(self.props.parent)},
+                cwd=self.props.parent,
+            )
+        _wait_ready(self.port, self.proc, self.log, self.timeout)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop(self.proc)
+
+
 @dataclass(frozen=True)
 class KafkaBroker:
     """A running broker: clients connect to ``bootstrap`` (``127.0.0.1:<port>``)."""
@@ -80,6 +104,22 @@ class KafkaBroker:
     bootstrap: str
     classpath: str
     log: Path
+    server: _Server | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def pid(self) -> int | None:
+        """The broker JVM's process id (None once stopped)."""
+        proc = self.server.proc if self.server else None
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stop the broker (SIGTERM: a clean shutdown), wait ``down_s``, start it again on the same ports
+        and data; returns once it answers a topic listing."""
+        assert self.server is not None, "not started by run_kafka"
+        self.server.stop()
+        time.sleep(down_s)
+        self.server.start()
+        self.topics()
 
     def _tool(self, main_class: str, *args: str, stdin: str | None = None, timeout: float = 60.0) -> str:
         return _run(
@@ -147,21 +187,15 @@ def run_kafka(work: Path, port: int, controller_port: int, timeout: float = 60.0
     storage_tool = [java(), *TOOL_JVM_OPTIONS, "-cp", classpath, "kafka.tools.StorageTool"]
     _run([*storage_tool, "format", "-t", cluster_id, "-c", str(props)], "kafka-storage format", timeout=120)
     log = work / "kafka.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [java(), *JVM_OPTIONS, "-cp", classpath, "kafka.Kafka", str(props)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "LOG_DIR": str(work)},
-            cwd=work,
-        )
-    broker = KafkaBroker(f"127.0.0.1:{port}", classpath, log)
+    log.write_bytes(b"")
+    server = _Server(props, classpath, log, port, timeout)
+    broker = KafkaBroker(f"127.0.0.1:{port}", classpath, log, server)
     try:
-        _wait_ready(port, proc, log, timeout)
+        server.start()
         broker.topics()  # the broker answers metadata requests
         yield broker
     finally:
-        _stop(proc)
+        server.stop()
 
 
 def _wait_ready(port: int, proc: subprocess.Popen, log: Path, timeout: float) -> None:
