@@ -304,6 +304,18 @@ class LakekeeperStandin:
         self._server.shutdown()
         self._server.server_close()
 
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stop serving, wait ``down_s``, serve again on the same port with the same state (as a
+        restarted Lakekeeper keeps its database): ``make soak``'s restart."""
+        port = self._server.server_port
+        self.stop()
+        self._thread.join()
+        time.sleep(down_s)
+        self._server = make_server("127.0.0.1", port, self, threaded=True, request_handler=_QuietHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True,
+                                        name="lakekeeper-standin")
+        self._thread.start()
+
     def add_warehouse(self, name: str, *, bucket: Optional[str] = None, key_prefix: str = "warehouse",
                       s3: Optional[S3Account] = None, vended_endpoint: Optional[str] = None,
                       create_bucket: bool = True, warehouse_id: Optional[str] = None,

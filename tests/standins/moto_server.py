@@ -12,12 +12,19 @@ are still enforced.
   and, when that is denied, refuses every key; AWS authorises each key. Credentials scoped to a
   prefix (as Lakekeeper vends them) then could not bulk-delete their own keys (pyarrow's
   ``delete_dir``, S3A's bulk delete). A refused request is re-checked here key by key.
+- **When an upload was initiated.** moto lists every open multipart upload as initiated on
+  2010-11-10; AWS gives the time CreateMultipartUpload was called, which ``lakeflow maintain``'s age rule
+  reads (an old-looking upload of a running job would be aborted). Each upload's creation time is kept
+  and listed.
 """
 
+import re
 import sys
+from datetime import datetime, timezone
 from xml.sax.saxutils import escape
 
 import botocore.auth
+import moto.s3.models as s3_models
 import moto.s3.responses as s3_responses
 import xmltodict
 
@@ -50,6 +57,34 @@ def _per_key_delete(self, bucket_name, authenticated=True):
 
 
 s3_responses.S3Response._bucket_response_delete_keys = _per_key_delete
+
+_multipart_init = s3_models.FakeMultipart.__init__
+_list_uploads = s3_responses.S3Response.list_multipart_uploads
+_UPLOAD = re.compile(r"<Upload>.*?</Upload>", re.S)
+
+
+def _timed_init(self, *args, **kwargs):
+    _multipart_init(self, *args, **kwargs)
+    self.initiated_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _listed_with_times(self):
+    status, headers, body = _list_uploads(self)
+    times = {u.id: getattr(u, "initiated_at", None) for u in self.backend.list_multipart_uploads(self.bucket_name).values()}
+
+    def fix(match: re.Match) -> str:
+        upload = match.group(0)
+        found = re.search(r"<UploadId>([^<]+)</UploadId>", upload)
+        when = times.get(found.group(1)) if found else None
+        return re.sub(r"<Initiated>[^<]*</Initiated>", f"<Initiated>{when}</Initiated>", upload) if when else upload
+
+    text = body.decode() if isinstance(body, bytes) else body
+    headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+    return status, headers, _UPLOAD.sub(fix, text)
+
+
+s3_models.FakeMultipart.__init__ = _timed_init
+s3_responses.S3Response.list_multipart_uploads = _listed_with_times
 
 if __name__ == "__main__":
     from moto.server import main

@@ -173,14 +173,15 @@ def server_env(s3: MotoServer, warehouse: str, access_key: str, secret_key: str,
 
 @contextmanager
 def run_iceberg_rest(s3: MotoServer, access_key: str, secret_key: str, warehouse: str, log_dir: Path, *,
-                     prefix: str = PREFIX, timeout: float = 60.0) -> Iterator[IcebergRestServer]:
-    """The REST server on a free 127.0.0.1 port with its warehouse at ``warehouse`` on ``s3``;
-    returns once ``GET /catalog/v1/config`` answers 200, stops the JVM at the end."""
+                     prefix: str = PREFIX, timeout: float = 60.0, port: int | None = None) -> Iterator[IcebergRestServer]:
+    """The REST server on a free 127.0.0.1 port (or ``port``) with its warehouse at ``warehouse`` on ``s3``;
+    returns once ``GET /catalog/v1/config`` answers 200, stops the JVM at the end. Its catalog (SQLite) is
+    named by the port: started again on the same port and ``log_dir``, it finds its tables again."""
     java = shutil.which("java", path=_java_path())
     if java is None:
         raise IcebergRestUnavailable("java (17+) not found on PATH or in JAVA_HOME")
     classpath = os.pathsep.join(map(str, ensure_server_jars()))
-    port = free_port()
+    port = port or free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"iceberg-rest-{port}.log"
     env = server_env(s3, warehouse, access_key, secret_key, port, log_dir / f"catalog-{port}.db", prefix)

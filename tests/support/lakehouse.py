@@ -68,7 +68,10 @@ class LakekeeperWithIceberg(LakekeeperStandin):
         raw = request.environ.get("RAW_URI") or request.environ.get("REQUEST_URI") or request.full_path
         headers = {k: v for k, v in request.headers.items()
                    if k.lower() not in ("host", "content-length", "authorization", "connection")}
-        answer = requests.request(request.method, self.iceberg_url + raw, headers=headers, data=body, timeout=30)
+        try:
+            answer = requests.request(request.method, self.iceberg_url + raw, headers=headers, data=body, timeout=30)
+        except requests.ConnectionError:  # the catalog behind is down (make soak restarts it): Lakekeeper's 503
+            raise ApiError(503, "ServiceUnavailableException", "the Iceberg catalog is not reachable") from None
         route = _LOAD_OR_CREATE.match(request.path)
         load = route is not None and request.method == "GET" and route.group(2) is not None
         create = route is not None and request.method == "POST" and route.group(2) is None
