@@ -191,6 +191,9 @@ class Poller:
     def poll(self) -> None:
         raise NotImplementedError
 
+    def errors_seen(self) -> dict[str, Any]:
+        return {"errors": self.errors, "last": self.last_error}
+
     def start(self) -> Poller:
         self._thread.start()
         return self
@@ -255,18 +258,13 @@ class PartProbe(Poller):
         super().__init__(period_s, "part-probe")
         self.listing, self.index, self.tracker = listing, messages.index, tracker
         self.files: set[str] = set()
-        self.gone = 0  # listed, then deleted before it was read (by --delete-source)
 
     def poll(self) -> None:
         for rel, read in self.listing():
             if rel in self.files:
                 continue
             at = time.time()
-            try:
-                records = json.loads(read())
-            except Exception:  # noqa: BLE001 - deleted between the listing and the read
-                self.gone += 1
-                continue
+            records = json.loads(read())
             self.files.add(rel)
             self.tracker.seen("part", np.fromiter((r[self.index] for r in records), np.int64, len(records)), at)
 
@@ -276,7 +274,6 @@ class Commit:
     """A compaction snapshot as the probe read it."""
 
     at_s: float  # the snapshot's timestamp: when its rows became visible
-    rows: int
     newest_sent_s: float  # the newest send time among them (nan: none)
 
 
@@ -323,7 +320,7 @@ class SnapshotProbe(Poller):
             at = snap.timestamp_ms / 1000
             self.tracker.seen("table", got, at)
             sent = self.tracker.sent_s[got[(got >= 0) & (got < self.tracker.count)]]
-            self.commits.append(Commit(at, len(got), float(np.nanmax(sent)) if len(sent) else float("nan")))
+            self.commits.append(Commit(at, float(np.nanmax(sent)) if len(sent) else float("nan")))
             self.done.add(snap.snapshot_id)
 
     def staleness(self, t: float) -> float:
@@ -369,18 +366,25 @@ class StatusSampler(Poller):
             self.samples.append((t0, t1, float(lag)))
 
 
-def agreement(samples: list[tuple[float, float, float]], probe: SnapshotProbe) -> dict[str, Any]:
+def agreement(samples: list[tuple[float, float, float]], probe: SnapshotProbe, tolerance_s: float) -> dict[str, Any]:
     """How far each sample (taken between t0 and t1) is from the probe's own figure then: the smaller of
-    its distances at t0 and t1 (a commit may land in between). Samples before the probe's first commit
-    are left out."""
-    diffs = []
+    its distances at t0 and t1 (a commit may land in between); how many are farther than ``tolerance_s``,
+    and the worst. Samples before the probe's first commit are left out."""
+    diffs: list[tuple[float, float, float, float]] = []  # (|diff|, when, the sample, the probe's)
     for t0, t1, value in samples:
-        own = [probe.staleness(t) for t in (t0, t1)]
-        own = [x for x in own if not np.isnan(x)]
+        own = [x for x in (probe.staleness(t) for t in (t0, t1)) if not np.isnan(x)]
         if own:
-            diffs.append(min(abs(value - x) for x in own))
-    return {"samples": len(diffs), "max_diff_s": round(max(diffs), 3) if diffs else None,
-            "mean_diff_s": round(float(np.mean(diffs)), 3) if diffs else None}
+            closest = min(own, key=lambda x: abs(value - x))
+            diffs.append((abs(value - closest), t0, value, closest))
+    if not diffs:
+        return {"samples": 0, "max_diff_s": None, "mean_diff_s": None, "tolerance_s": tolerance_s,
+                "beyond_tolerance": 0}
+    worst = max(diffs)
+    return {"samples": len(diffs), "max_diff_s": round(worst[0], 3),
+            "mean_diff_s": round(float(np.mean([d[0] for d in diffs])), 3), "tolerance_s": tolerance_s,
+            "beyond_tolerance": sum(d[0] > tolerance_s for d in diffs),
+            "worst": {"at": datetime.fromtimestamp(worst[1], timezone.utc).isoformat(timespec="seconds"),
+                      "sample_s": round(worst[2], 2), "probe_s": round(worst[3], 2)}}
 
 
 RUN_LINE = re.compile(r" files (\d+) rows (\d+) (\d+\.\d+)s (ok|error|busy|exit \d+)")
@@ -542,7 +546,7 @@ def latency_plot(path: Path, title: str, tracker: Tracker, probe: SnapshotProbe,
     for at, what in marks:
         for axis in (top, bottom):
             axis.axvline((at - t0) / 60, color="grey", alpha=0.3)
-        bottom.annotate(what, ((at - t0) / 60, 0), rotation=90, fontsize=7, va="bottom")
+        bottom.text((at - t0) / 60, 0.02, what, transform=bottom.get_xaxis_transform(), rotation=90, fontsize=7, va="bottom")
     bottom.set_ylabel("end-to-end lag (s)")
     bottom.set_xlabel("minutes since the first message")
     bottom.legend(loc="upper right")

@@ -24,9 +24,10 @@ expire throughout; maintenance runs on its own period.
 **At the end** (the producer stopped, the pipeline drained): every message once in the Iceberg table
 (its number column scanned once), 0 lost and 0 duplicated; 0 open multipart uploads and 0 hidden
 in-progress objects of the raw table older than the safe age; and the **trends**, sampled every 30 s:
-RSS and open files of the JobManager, the TaskManager and the compactor, the table's data files, the
-raw table's files, and the compaction's run time per run. A trend's growth is the median of its last
-quarter over the median of its first quarter after the warm-up (≤ 1.10 for RSS). Written under
+RSS and open files of the JobManager, the TaskManager and the compactor (the JVMs pre-touch their heap,
+so that their RSS shows what grows beside it) and the JVMs' heap in use (Flink's REST API), the table's
+data files, the raw table's files, and the compaction's run time per run. A trend's growth is the median
+of its last quarter over the median of its first quarter after the warm-up (≤ 1.10 for RSS). Written under
 ``build/soak/``: ``summary.json`` (messages, lost, duplicated, leftovers, each trend's growth), ``report.md``,
 ``trends.png`` and ``latency.png`` (per-message latency with the faults marked; the end-to-end lag metric
 beside the probe's figure). Exit 1 when a promise is broken.
@@ -91,6 +92,10 @@ OUT = ROOT / "build" / "soak"
 SAMPLE_S = 30.0
 DOWN_S = 10.0  # how long a restarted server stays down
 RSS_GOAL = 1.10
+# The JVMs touch their whole heap at start: their RSS then grows only with what is not heap (a JVM's RSS
+# otherwise climbs for an hour as G1 first touches regions of a heap whose size -Xmx fixes); the heap in use
+# is sampled beside it.
+PRE_TOUCH = {"env.java.opts.all": "-XX:+AlwaysPreTouch"}
 FAULTS = ("tm-kill", "compactor-kill-before-commit", "kafka-restart", "iceberg-rest-restart",
           "lakekeeper-restart", "compactor-crash-after-commit")
 
@@ -178,6 +183,8 @@ class Soak:
         for name, pid in pids.items():
             values[f"{name}_rss_mib"] = rss_mib(pid)
             values[f"{name}_fds"] = open_fds(pid)
+        for name, used in heap_used_mib(self.cluster.rest_url).items():
+            values[f"{name}_heap_used_mib"] = used
         values["table_data_files"] = float(self.snapshots.data_files)
         values["raw_files"] = float(self.raw_files())
         with self.lock:
@@ -185,6 +192,25 @@ class Soak:
 
     def raw_files(self) -> int:
         return sum(1 for _ in self.parts.listing())
+
+
+def heap_used_mib(rest: str) -> dict[str, float]:
+    """The JobManager's and the TaskManager's heap in use (MiB), from Flink's REST API (nan: unanswered)."""
+    import requests
+
+    def used(path: str) -> float:
+        try:
+            answer = requests.get(f"{rest}{path}/metrics", params={"get": "Status.JVM.Memory.Heap.Used"}, timeout=5)
+            return float(answer.json()[0]["value"]) / 2**20
+        except (requests.RequestException, ValueError, KeyError, IndexError):
+            return float("nan")
+
+    try:
+        managers = requests.get(f"{rest}/taskmanagers", timeout=5).json()["taskmanagers"]
+    except (requests.RequestException, ValueError, KeyError):
+        managers = []
+    return {"jobmanager": used("/jobmanager"),
+            "taskmanager": used(f"/taskmanagers/{managers[0]['id']}") if managers else float("nan")}
 
 
 def trend(values: list[float]) -> float | None:
@@ -228,9 +254,10 @@ def trends_plot(path: Path, samples: list[Sample], runs: list[tuple[float, float
     import matplotlib.pyplot as plt
 
     panels = [("RSS (MiB)", ("jobmanager_rss_mib", "taskmanager_rss_mib", "compactor_rss_mib")),
+              ("JVM heap in use (MiB)", ("jobmanager_heap_used_mib", "taskmanager_heap_used_mib")),
               ("open file descriptors", ("jobmanager_fds", "taskmanager_fds", "compactor_fds")),
               ("files", ("table_data_files", "raw_files"))]
-    fig, axes = plt.subplots(len(panels) + 1, 1, figsize=(12, 12), sharex=True)
+    fig, axes = plt.subplots(len(panels) + 1, 1, figsize=(12, 15), sharex=True)
     minutes = [(s.at_s - t0) / 60 for s in samples]
     for axis, (label, keys) in zip(axes, panels, strict=False):
         for key in keys:
@@ -318,7 +345,7 @@ def main() -> int:
         broker.create_topic(TOPIC, partitions=2)
         rest_port, rpc_port, metrics_port = free_ports(3)
         cluster = soak.cluster = FlinkCluster(work / "cluster", rest_port=rest_port, rpc_port=rpc_port,
-                                              conf={**HEARTBEATS, **storage.conf}, env=storage.env(),
+                                              conf={**HEARTBEATS, **storage.conf, **PRE_TOUCH}, env=storage.env(),
                                               secret_variable=is_secret_key)
         cluster.start()
         stack.callback(cluster.stop)
@@ -410,9 +437,9 @@ def main() -> int:
         "compaction": {"runs": len(compactor.runs), "ok": len(runs), "kills": compactor.kills,
                        "results": {r: sum(x.result == r for x in compactor.runs) for r in {x.result for x in compactor.runs}},
                        "stage_mean_s": compactor.stage_means()},
-        "latency_table": table_lat, "metric_agreement": agreement(metric.samples, soak.snapshots),
+        "latency_table": table_lat, "metric_agreement": agreement(metric.samples, soak.snapshots, args.checkpoint_s),
         "trends": trends, "rss_goal": RSS_GOAL,
-        "probe_errors": {p.name: p.errors for p in pollers},
+        "probe_errors": {p.name: p.errors_seen() for p in pollers if p.errors},
         "load_average": os.getloadavg()[0],
     }
     OUT.mkdir(parents=True, exist_ok=True)
@@ -435,6 +462,7 @@ def main() -> int:
         f"Sent → visible in Iceberg under faults: p50 {table_lat['p50_s']} s, p95 {table_lat['p95_s']} s, "
         f"p99 {table_lat['p99_s']} s, max {table_lat['max_s']} s. The job's failures seen: {failures}; expired tokens "
         f"refused by the proxy: {refused}; `/credentials` calls: {credential_calls}.", "",
+        f"`lakeflow_end_to_end_lag_seconds` against the probe's own figure: {result['metric_agreement']}.", "",
         "## Faults", "", "| minute | fault | outcome |", "|---|---|---|",
         *[f"| {f['at_min']} | {f['fault']} | {f['outcome']} |" for f in result["faults"]], "",
         "## Trends after the warm-up (median of the last quarter / of the first)", "",
