@@ -95,7 +95,8 @@ RSS_GOAL = 1.10
 # The JVMs touch their whole heap at start: their RSS then grows only with what is not heap (a JVM's RSS
 # otherwise climbs for an hour as G1 first touches regions of a heap whose size -Xmx fixes); the heap in use
 # is sampled beside it.
-PRE_TOUCH = {"env.java.opts.all": "-XX:+AlwaysPreTouch"}
+# (env.java.opts.all would replace the distribution's --add-opens flags; these two are added to them.)
+PRE_TOUCH = {"env.java.opts.jobmanager": "-XX:+AlwaysPreTouch", "env.java.opts.taskmanager": "-XX:+AlwaysPreTouch"}
 FAULTS = ("tm-kill", "compactor-kill-before-commit", "kafka-restart", "iceberg-rest-restart",
           "lakekeeper-restart", "compactor-crash-after-commit")
 
