@@ -25,13 +25,16 @@ standalone cluster (:class:`lakeflow.runtime.spark_cluster.SparkCluster`, as ``l
 it) with one worker and with two, one core each: its scaling, and how many of the machine's cores each run keeps busy. The crossover is where the two engines' times, fitted
 as ``fixed + per-row cost`` over the sizes measured, meet — the batch size above which Spark is
 the faster engine on this machine; then arrow's peak memory per raw byte, which sets how large a
-batch ``auto`` gives arrow when no crossover does (:func:`lakeflow.compaction.engine.arrow_max_bytes`). Generated files are cached under ``build/bench/``. Not a test:
+batch ``auto`` gives arrow when no crossover does (:func:`lakeflow.compaction.engine.arrow_max_bytes`); then each
+engine on the same readings with ``--duplicates`` / ``BENCH_DUPLICATES`` % (default 1) sent twice, against
+none (the de-duplication's cost). Generated files are cached under ``build/bench/``. Not a test:
 figures vary with the machine and its load.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import random
@@ -66,6 +69,7 @@ TARGETS = (
 )
 TWO_WORKERS = 1.5  # spark engine at 10M on two one-core workers: × one
 DRIVER_RSS = 1.2  # the Spark driver's peak RSS at 10M: at most × its peak at 1M
+REPLAY_WINDOW = 5_000  # a duplicated record is a copy of one of the last this many sent
 SCRIPTS = ("pyarrow", "duckdb", "duckdb+iceberg", "naive spark", "fixed-schema arrow")
 
 
@@ -75,11 +79,13 @@ def schema_of(name: str):
     return load_schema(SCHEMAS[name])
 
 
-def generate(rows: int, schema_name: str):
-    """A lakeflow home whose raw table holds ``rows`` records of the schema (cached: made once per size)."""
+def generate(rows: int, schema_name: str, duplicated_pct: float = 0.0):
+    """A lakeflow home whose raw table holds ``rows`` records of the schema (cached: made once per size),
+    and ``duplicated_pct`` % of them sent twice: a copy of a recent record (one of the last
+    :data:`REPLAY_WINDOW` lines, as a producer's retry or a replay after a restart resends) in a later file."""
     from lakeflow.schema.examples import examples
 
-    base = CACHE / f"compact-{schema_name}-{rows}"
+    base = CACHE / (f"compact-{schema_name}-{rows}" + (f"-dup{duplicated_pct:g}" if duplicated_pct else ""))
     done = base / "complete"
     home = make_home(base) if done.exists() else None
     if home is not None:
@@ -87,11 +93,21 @@ def generate(rows: int, schema_name: str):
     shutil.rmtree(base, ignore_errors=True)
     home = make_home(base)
     schema = schema_of(schema_name)
-    rnd = random.Random(rows)
-    for n, start in enumerate(range(0, rows, PER_FILE)):
-        lines = [json.dumps(_vary(r, rnd), separators=(",", ":"))
-                 for r in examples(schema, start, min(rows, start + PER_FILE) - start, STEP_MS)]
-        (home.raw / f"part-bench-{n % 2}-{n // 2}.json").write_text("[" + ",\n".join(lines) + "]\n")
+    rnd, replays = random.Random(rows), random.Random(-rows)
+    recent: collections.deque[str] = collections.deque(maxlen=REPLAY_WINDOW)
+    pending: list[str] = []
+    n = 0
+    for start in range(0, rows, PER_FILE):
+        for record in examples(schema, start, min(rows, start + PER_FILE) - start, STEP_MS):
+            line = json.dumps(_vary(record, rnd), separators=(",", ":"))
+            if recent and replays.random() * 100 < duplicated_pct:
+                pending.append(recent[replays.randrange(len(recent))])
+            pending.append(line)
+            recent.append(line)
+        while len(pending) >= PER_FILE or (pending and start + PER_FILE >= rows):
+            lines, pending = pending[:PER_FILE], pending[PER_FILE:]
+            (home.raw / f"part-bench-{n % 2}-{n // 2}.json").write_text("[" + ",\n".join(lines) + "]\n")
+            n += 1
     done.touch()
     return with_schema(home, schema_name), True
 
@@ -222,6 +238,7 @@ def tree_usage(pid: int, cpu: dict[int, float]) -> int:
     return total
 
 
+DUPLICATES_DROPPED: list[int] = []  # what each compaction() reported dropping
 CPU_SECONDS: list[float] = []  # CPU time of each run()'s process tree (sampled): the load shows less in it
 
 
@@ -259,7 +276,9 @@ def compaction(home, rows: int, engine: str, *extra: str, pythonpath: Optional[P
     env = home.env if pythonpath is None else {**home.env, "PYTHONPATH": str(pythonpath)}
     seconds, rss, _ = run(cmd, env, home.home)
     r = json.loads(report.read_text())
-    assert r["rows_out"] == rows and r["files_compacted"] == -(-rows // PER_FILE), r
+    files = sum(1 for _ in home.raw.glob("part-*.json"))
+    assert r["rows_out"] == rows and r["files_compacted"] == files, r
+    DUPLICATES_DROPPED.append(r["duplicates_dropped"])
     return seconds, rss, r["engine"]
 
 
@@ -331,6 +350,26 @@ def table(results: dict[int, dict[str, dict]], repeats: int) -> None:
             print(f"target {engine} ≥ {goal}× {baseline} at {rows:,}: {got:.2f}× — {'met' if got >= goal else 'NOT met'}")
 
 
+def duplicates(sizes: list[int], repeats: int, schema_name: str, pct: float) -> None:
+    """Each engine on a batch with no duplicate and on the same readings with ``pct`` % sent twice:
+    what proving a batch free of duplicates costs, and what dropping them does."""
+    print(f"\nde-duplication: the same readings with {pct:g} % sent twice (copies of recent ones, in later files)")
+    for rows in sizes:
+        clean, _ = generate(rows, schema_name)
+        dirty, made = generate(rows, schema_name, pct)
+        files = sum(1 for _ in dirty.raw.glob("part-*.json"))
+        print(f"{rows:,} readings + duplicates in {files:,} files ({'generated' if made else 'cached'})", flush=True)
+        for engine in ("arrow", "spark"):
+            times: dict[str, list[float]] = {"clean": [], "dirty": []}
+            for _ in range(repeats):
+                for kind, home in (("clean", clean), ("dirty", dirty)):
+                    times[kind].append(compaction(home, rows, engine)[0])
+            dropped = DUPLICATES_DROPPED[-1]
+            a, b = statistics.median(times["clean"]), statistics.median(times["dirty"])
+            print(f"  {engine:<6} none {a:6.1f} s, {pct:g} % {b:6.1f} s ({dropped:,} dropped) = {b / a:.2f}× the time",
+                  flush=True)
+
+
 def scaling(sizes: list[int], repeats: int, schema_name: str) -> None:
     """The Spark engine on a standalone cluster of one, then two one-core workers: time and speed-up at
     the largest size; the driver's peak RSS (the executors run in the workers) at each size."""
@@ -396,6 +435,9 @@ def main() -> int:
     parser.add_argument("--schema", choices=sorted(SCHEMAS), default=os.environ.get("BENCH_SCHEMA", "default"),
                         help="the records' schema (env BENCH_SCHEMA; default: lakeflow's sensor reading)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each contender per size (median)")
+    parser.add_argument("--duplicates", type=float, default=float(os.environ.get("BENCH_DUPLICATES", "1")),
+                        metavar="PCT", help="then each engine on the readings with PCT %% sent twice (env "
+                        "BENCH_DUPLICATES; default 1; 0: skip)")
     parser.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster's scaling")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -413,6 +455,8 @@ def main() -> int:
         print(f"crossover: Spark is faster above ~{cross:,.0f} readings ≈ {cross * per_row / 2**20:,.0f} MiB of raw "
               f"JSON (COMPACT_ARROW_MAX_MB)")
     memory_bound(results)
+    if args.duplicates:
+        duplicates(sorted(results), args.repeats, args.schema, args.duplicates)
     if not args.no_cluster:
         scaling(sorted(results), args.repeats, args.schema)
     return 0
