@@ -25,7 +25,7 @@ standalone cluster (:class:`lakeflow.runtime.spark_cluster.SparkCluster`, as ``l
 it) with one worker and with two, one core each: its scaling, and how many of the machine's cores each run keeps busy. The crossover is where the two engines' times, fitted
 as ``fixed + per-row cost`` over the sizes measured, meet — the batch size above which Spark is
 the faster engine on this machine; then arrow's peak memory per raw byte, which sets how large a
-batch ``auto`` gives arrow when no crossover does (:func:`lakeflow.compaction.engine.arrow_max_bytes`); then each
+batch ``auto`` gives arrow when no crossover does (:func:`lakeflow.compaction.engine.arrow_limit`); then each
 engine on the same readings with ``--duplicates`` / ``BENCH_DUPLICATES`` % (default 1) sent twice, against
 none (the de-duplication's cost). Generated files are cached under ``build/bench/``. Not a test:
 figures vary with the machine and its load.
@@ -453,7 +453,7 @@ def main() -> int:
     else:
         per_row = next(iter(results.values()))["arrow"]["raw_bytes"] / next(iter(results))
         print(f"crossover: Spark is faster above ~{cross:,.0f} readings ≈ {cross * per_row / 2**20:,.0f} MiB of raw "
-              f"JSON (COMPACT_ARROW_MAX_MB)")
+              f"JSON (COMPACT_ARROW_MAX_MB; auto assumes {CROSSOVER_BYTES / 2**20:,.0f} MiB)")
     memory_bound(results)
     if args.duplicates:
         duplicates(sorted(results), args.repeats, args.schema, args.duplicates)
@@ -465,7 +465,7 @@ def main() -> int:
 def memory_bound(results: dict[int, dict[str, dict]]) -> None:
     """arrow's peak RSS against its batch's raw bytes (fitted as base + slope over the sizes
     measured), the factor ``auto`` assumes, and the largest batch ``auto`` gives arrow here now."""
-    from lakeflow.compaction.engine import ARROW_PEAK_PER_RAW_BYTE, arrow_max_bytes
+    from lakeflow.compaction.engine import ARROW_PEAK_PER_RAW_BYTE, CROSSOVER_BYTES, arrow_limit
 
     points = sorted((r["arrow"]["raw_bytes"], r["arrow"]["rss"]) for r in results.values())
     (raw_lo, rss_lo), (raw_hi, rss_hi) = points[0], points[-1]
@@ -476,10 +476,10 @@ def memory_bound(results: dict[int, dict[str, dict]]) -> None:
     else:
         verdict = ""  # one size: the interpreter's own ~0.2 GiB cannot be told from the batch's share
         fit = f"{rss_hi / raw_hi:.2f}× its batch's raw bytes, the interpreter's own ~0.2 GiB included (one size)"
-    limit = arrow_max_bytes(None)
+    limit = arrow_limit(None)
     print(f"arrow's peak RSS ≈ {fit}; auto assumes {ARROW_PEAK_PER_RAW_BYTE}×{verdict}, and gives arrow batches up to "
-          f"{limit / 2**20:,.0f} MiB of raw JSON on this machine now (≈ {limit / raw_hi * max(results):,.0f} "
-          f"readings), spark above")
+          f"{limit.max_bytes / 2**20:,.0f} MiB of raw JSON on this machine now (≈ "
+          f"{limit.max_bytes / raw_hi * max(results):,.0f} readings; {limit.source}), spark above")
 
 
 if __name__ == "__main__":

@@ -89,15 +89,17 @@ class CompactEnv(EnvModel):
         "auto",
         alias=ENV_ENGINE,
         description="Who parses and writes: auto | spark | arrow. auto = arrow (pyarrow in the driver, no JVM) "
-        f"for batches that fit in memory ({ENV_ARROW_MAX_MB}), spark above; spark whenever the driver is given a "
-        "cluster master (spark://, yarn, k8s://: the executors do the work); same output either way.",
+        f"for batches below the engines' crossover that fit in memory ({ENV_ARROW_MAX_MB}), spark above; spark "
+        "whenever the driver is given a cluster master (spark://, yarn, k8s://: the executors do the work); same "
+        "output either way; the run's report says which ran and why.",
     )
     arrow_max_mb: PositiveInt | None = Field(
         None,
         alias=ENV_ARROW_MAX_MB,
         description="auto: the largest batch (MiB of new raw JSON) the arrow engine takes; it holds ~2.1x that "
-        "in memory at its peak. Unset: what fits in half the memory available when the run starts "
-        "(the container's limit counts); spark above.",
+        "in memory at its peak. Unset: the engines' crossover as make bench-compact measured it on 2 cores "
+        "(4600), or what fits in half the memory available when the run starts if less (the container's limit "
+        "counts); spark above. Set it to the crossover make bench-compact prints on your machine.",
     )
     delete_min_age_s: Duration = Field(
         parse_duration(DEFAULT_DELETE_MIN_AGE),

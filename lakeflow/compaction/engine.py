@@ -4,8 +4,8 @@ Two engines implement it — :mod:`lakeflow.compaction.arrow` (pyarrow in the dr
 faster engine on one machine at every batch size measured) and :mod:`lakeflow.compaction.spark`
 (a Spark session: for batches larger than the driver's memory holds, and for a real cluster) — so
 every other stage (ledger, quarantine, naming, commit, lineage) is the same whichever runs.
-``auto`` (the default) picks ``arrow`` for batches that fit in memory (:func:`arrow_max_bytes`)
-and ``spark`` above — except on a cluster: a driver given a cluster master (``spark://``, ``yarn``,
+``auto`` (the default) picks ``arrow`` for batches below the engines' crossover that fit in memory
+(:func:`arrow_limit`) and ``spark`` above — except on a cluster: a driver given a cluster master (``spark://``, ``yarn``,
 ``k8s://``, ``mesos://``) compacts with ``spark``, on the executors (:func:`engine_for`).
 
 Both parse and write with the same code (:mod:`~lakeflow.compaction.parse` under the record contract,
@@ -84,16 +84,46 @@ class Engine(Protocol):
 
 
 ARROW_PEAK_PER_RAW_BYTE = 2.5  # arrow peak RSS / raw batch bytes; measured ~225 MiB + 2.08x (make bench-compact)
+# Above this many raw bytes Spark (local, all cores) compacts faster than arrow: make bench-compact's
+# crossover of the engines' fitted times (2 cores, 2026-11-28: ~25M readings of ~190 bytes).
+CROSSOVER_BYTES = 4_600 << 20
 
 
-def arrow_max_bytes(configured: int | None) -> int:
-    """The largest batch ``auto`` gives the arrow engine: ``configured`` (COMPACT_ARROW_MAX_MB), else
-    what fits in half the memory available now, at :data:`ARROW_PEAK_PER_RAW_BYTE`."""
+@dataclass(frozen=True)
+class ArrowLimit:
+    """The largest batch (raw bytes) ``auto`` gives the arrow engine, and what set it."""
+
+    max_bytes: int
+    source: str
+
+    def reason(self, engine: str, batch_bytes: int) -> str:
+        """Why ``auto`` chose ``engine`` for a batch of ``batch_bytes``."""
+        sign = "≤" if engine == "arrow" else ">"
+        return (
+            f"auto: {batch_bytes / 2**20:,.0f} MiB of new JSON {sign} {self.max_bytes / 2**20:,.0f} MiB, {self.source}"
+        )
+
+
+def arrow_limit(configured: int | None) -> ArrowLimit:
+    """The largest batch ``auto`` gives the arrow engine: ``configured`` (COMPACT_ARROW_MAX_MB), else the
+    smaller of the engines' crossover and what fits in half the memory available now, at
+    :data:`ARROW_PEAK_PER_RAW_BYTE`."""
     if configured is not None:
-        return configured
+        return ArrowLimit(configured, "COMPACT_ARROW_MAX_MB")
     from lakeflow.runtime.memory import available_bytes
 
-    return int(available_bytes() / 2 / ARROW_PEAK_PER_RAW_BYTE)
+    by_memory = int(available_bytes() / 2 / ARROW_PEAK_PER_RAW_BYTE)
+    if by_memory < CROSSOVER_BYTES:
+        return ArrowLimit(by_memory, "what arrow holds in half the memory available")
+    return ArrowLimit(CROSSOVER_BYTES, "the engines' crossover (make bench-compact)")
+
+
+def choose(wanted: str, batch_bytes: int, limit: ArrowLimit) -> tuple[str, str]:
+    """The engine for a batch of ``batch_bytes`` raw bytes, and why: ``wanted`` unless it is ``auto``."""
+    if wanted != "auto":
+        return wanted, "as configured"
+    engine = "arrow" if batch_bytes <= limit.max_bytes else "spark"
+    return engine, limit.reason(engine, batch_bytes)
 
 
 def submitted_master(environ: Mapping[str, str] = os.environ) -> str | None:
@@ -116,10 +146,3 @@ def engine_for(wanted: str, master: str | None) -> str:
     if wanted == "auto" and master is not None and master.startswith(CLUSTER_MASTERS):
         return "spark"
     return wanted
-
-
-def choose(wanted: str, batch_bytes: int, arrow_max: int) -> str:
-    """The engine for a batch of ``batch_bytes`` raw bytes: ``wanted`` unless it is ``auto``."""
-    if wanted != "auto":
-        return wanted
-    return "arrow" if batch_bytes <= arrow_max else "spark"

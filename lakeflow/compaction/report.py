@@ -34,6 +34,7 @@ class CompactionReport:
     started_at: str = field(default_factory=lambda: _now())
     status: str = "running"  # running | complete | failed
     engine: str = ""  # spark | arrow (none when nothing was new)
+    engine_reason: str = ""  # why: as configured, or auto's batch size against its limit
     files_listed: int = 0  # committed part files under the raw location
     files_ignored: int = 0  # other files there (hidden, in progress, bookkeeping)
     files_already_consumed: int = 0  # listed files the ledger already holds
@@ -131,6 +132,7 @@ class CompactionReport:
         lines = [
             f"compaction {self.run_id} {self.status} in {self.duration_s:.1f} s: {self.source} → {self.target}"
             + (f" ({self.engine} engine)" if self.engine else ""),
+            *([f"  engine     {self.engine}: {self.engine_reason}"] if self.engine_reason else []),
             f"  files in   {self.files_in} new ({self.files_compacted} compacted, {self.files_quarantined} "
             f"quarantined; {self.files_already_consumed} done before, {self.files_ignored} ignored)",
             f"  rows       {self.rows_in} in → {self.rows_out} out ({self.duplicates_dropped} duplicates, "

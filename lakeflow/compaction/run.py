@@ -24,7 +24,7 @@ from lakeflow.compaction.commit import (
 )
 from lakeflow.compaction.config import CompactConfig
 from lakeflow.compaction.discover import PartListing, bucket_of, list_buckets, list_parts, window_start
-from lakeflow.compaction.engine import Compacted, Engine, WritePlan, arrow_max_bytes, choose
+from lakeflow.compaction.engine import Compacted, Engine, WritePlan, arrow_limit, choose
 from lakeflow.compaction.files import FileEntry
 from lakeflow.compaction.lease import Lease
 from lakeflow.compaction.ledger import COMPACTED, QUARANTINED, Ledger, RunRecord, entries_for, load_ledger, save_ledger
@@ -189,17 +189,9 @@ def compact_batch(run: Run, batch: Batch) -> None:
     if not batch.files:
         return
     c, size = run.config, sum(f.size for f in batch.files)
-    arrow_max = arrow_max_bytes(c.arrow_max_bytes)
-    name = choose(c.engine, size, arrow_max)
-    log.info(
-        "[read] engine %s (%s; %d bytes, arrow up to %d%s)",
-        name,
-        "chosen by size" if c.engine == "auto" else "as asked",
-        size,
-        arrow_max,
-        " by memory" if c.arrow_max_bytes is None else "",
-    )
-    run.report.engine = name
+    name, why = choose(c.engine, size, arrow_limit(c.arrow_max_bytes))
+    log.info("[read] engine %s (%s)", name, why)
+    run.report.engine, run.report.engine_reason = name, why
     run.engine = _open_engine(name, run.raw, run.target, f"lakeflow-compact {c.target_name}", c.spark_options)
     assert run.intent is not None and run.table_schema is not None
     plan = WritePlan(

@@ -391,9 +391,9 @@ def test_report_summary(tmp_path: Path) -> None:
 # --- auto: which engine a batch gets -------------------------------------------------------------
 
 @pytest.mark.parametrize("layout", ["v2", "v1"])
-def test_auto_gives_arrow_what_fits_in_half_the_memory_left_under_the_containers_limit(
+def test_auto_gives_arrow_what_is_below_the_crossover_and_fits_in_half_the_memory_left_under_the_containers_limit(
         layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakeflow.compaction.engine import ARROW_PEAK_PER_RAW_BYTE, arrow_max_bytes, choose
+    from lakeflow.compaction.engine import ARROW_PEAK_PER_RAW_BYTE, CROSSOVER_BYTES, arrow_limit, choose
     from lakeflow.runtime import memory
 
     group = tmp_path / ("memory/pod-1" if layout == "v1" else "pod-1")
@@ -408,13 +408,21 @@ def test_auto_gives_arrow_what_fits_in_half_the_memory_left_under_the_containers
     monkeypatch.setattr(memory, "PROC_CGROUP", proc)
     assert memory.total_bytes() == min(4 << 30, memory.os.sysconf("SC_PAGE_SIZE") * memory.os.sysconf("SC_PHYS_PAGES"))
     assert memory.available_bytes() <= 3 << 30                      # 4 GiB limit, 1 GiB used
-    fits = arrow_max_bytes(None)
-    assert fits == int(memory.available_bytes() / 2 / ARROW_PEAK_PER_RAW_BYTE) > 0
-    assert (choose("auto", fits, fits), choose("auto", fits + 1, fits)) == ("arrow", "spark")
-    assert arrow_max_bytes(5 << 20) == 5 << 20                      # COMPACT_ARROW_MAX_MB wins
-    assert choose("spark", 1, fits) == "spark" and choose("arrow", 10 * fits, fits) == "arrow"
+    bound = arrow_limit(None)
+    fits = bound.max_bytes
+    assert fits == int(memory.available_bytes() / 2 / ARROW_PEAK_PER_RAW_BYTE) < CROSSOVER_BYTES  # memory is less
+    assert "memory" in bound.source
+    assert [choose("auto", size, bound)[0] for size in (fits, fits + 1)] == ["arrow", "spark"]
+    assert choose("auto", fits + 1, bound)[1] == f"auto: {(fits + 1) / 2**20:,.0f} MiB of new JSON > " \
+        f"{fits / 2**20:,.0f} MiB, what arrow holds in half the memory available"
+    assert arrow_limit(5 << 20) == type(bound)(5 << 20, "COMPACT_ARROW_MAX_MB")  # COMPACT_ARROW_MAX_MB wins
+    assert choose("spark", 1, bound) == ("spark", "as configured")
+    assert choose("arrow", 10 * fits, bound) == ("arrow", "as configured")
     (group / limit).write_text("max\n" if layout == "v2" else f"{2**63 - 4096}\n")  # no limit: the machine's
     assert memory.total_bytes() == memory.os.sysconf("SC_PAGE_SIZE") * memory.os.sysconf("SC_PHYS_PAGES")
+    monkeypatch.setattr(memory, "available_bytes", lambda: 64 << 30)  # memory to spare: the crossover decides
+    assert arrow_limit(None).max_bytes == CROSSOVER_BYTES
+    assert choose("auto", CROSSOVER_BYTES + 1, arrow_limit(None))[1].endswith("the engines' crossover (make bench-compact)")
 
 
 def test_compact_arrow_max_mb_unset_means_by_memory_and_set_is_a_number_of_mib(tmp_path: Path) -> None:
