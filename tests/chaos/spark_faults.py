@@ -7,7 +7,8 @@
   once after every cycle, no run failed. On a loaded machine a run may end before its chosen stage
   is seen, or the task be done before the SIGKILL lands (no task lost): the cycle is then tried
   again with a new batch, up to ``ATTEMPTS`` times (``retried_cycles``); ``missed`` counts cycles
-  whose kill never landed.
+  whose kill never landed. Then ``lakeflow maintain``: no Parquet file the table does not reference is
+  left under it (a killed task's attempt included), and the rows are unchanged.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Optional
 from lakeflow.runtime.spark_cluster import SparkCluster
 from lakeflow.secret import is_secret_key
 from tests.chaos.common import Result, progress, tail, timed
-from tests.chaos.compaction_faults import DAY, table_keys
+from tests.chaos.compaction_faults import DAY, orphan_files, table_keys
 from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
 from tests.support.fixtures_servers import free_port
 
@@ -68,7 +69,7 @@ def compact_on(cluster: SparkCluster, home: LakeflowHome, report: Path, log: Pat
 def executor_kill(workdir: Path, *, kills: int = 3, files: int = 400, per_file: int = 25,
                   cluster: Optional[SparkCluster] = None) -> Result:
     """``kills`` cycles on ``cluster`` (or one started under ``workdir`` and stopped after)."""
-    result = Result("executor-kill", zeros=("lost", "duplicated", "failed_runs", "missed"))
+    result = Result("executor-kill", zeros=("lost", "duplicated", "failed_runs", "missed", "uncommitted_after_maintain"))
     own = cluster is None
     with timed(result):
         if cluster is None:
@@ -110,9 +111,17 @@ def executor_kill(workdir: Path, *, kills: int = 3, files: int = 400, per_file: 
                     retried_cycles += 1
                 else:
                     missed += 1
+            uncommitted = len(orphan_files(home))
+            maintained = subprocess.run([sys.executable, "-m", "lakeflow.cli", "maintain", "--json", "--orphan-min-age",
+                                         "0s"], env=home.env, cwd=home.home, capture_output=True, text=True, timeout=300)
+            result.check(maintained.returncode == 0, f"lakeflow maintain exited {maintained.returncode}: "
+                                                     f"{tail(maintained.stderr, 4)}")
+            result.check(sorted(table_keys(home)) == sorted(keys), "maintenance changed the table's rows")
             result.counts.update(kills=kills - missed, tasks_rerun=retried, rows=len(keys),
                                  lost=len(expected - set(keys)), duplicated=len(keys) - len(set(keys)),
-                                 failed_runs=failed, missed=missed, retried_cycles=retried_cycles)
+                                 failed_runs=failed, missed=missed, retried_cycles=retried_cycles,
+                                 uncommitted_after_runs=uncommitted,
+                                 uncommitted_after_maintain=len(orphan_files(home)))
         finally:
             if own:
                 cluster.stop()
