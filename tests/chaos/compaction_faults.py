@@ -74,14 +74,18 @@ def table_keys(home: LakeflowHome) -> list[tuple[str, int]]:
 
 
 def orphan_files(home: LakeflowHome) -> list[str]:
-    """Parquet files under the table's data folder that its current snapshot does not reference."""
+    """Parquet files under the table's folder that none of its snapshots references (a file a maintenance
+    rewrite replaced stays referenced by the snapshots before it until they expire)."""
     from pyiceberg.exceptions import NoSuchTableError
 
     try:
         table = home.iceberg_table(TARGET)
     except NoSuchTableError:
         return []
-    referenced = {t.file.file_path.removeprefix("file://") for t in table.scan().plan_files()}
+    if table.current_snapshot() is None:
+        referenced: set[str] = set()
+    else:
+        referenced = {p.removeprefix("file://") for p in table.inspect.all_data_files()["file_path"].to_pylist()}
     on_disk = {str(p) for p in Path(table.location().removeprefix("file://")).rglob("*.parquet")}
     return sorted(on_disk - referenced)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -432,16 +433,20 @@ def test_compact_arrow_max_mb_unset_means_by_memory_and_set_is_a_number_of_mib(t
         load_config(env=settings_env(tmp_path, COMPACT_ARROW_MAX_MB="0"))
 
 
-def test_spark_shares_are_balanced_by_bytes_and_ids_rank_larger_files_first() -> None:
+def test_spark_shares_are_runs_of_neighbouring_files_balanced_by_bytes_and_ids_rank_larger_files_first() -> None:
     pytest.importorskip("pyspark")
     from lakeflow.compaction.spark.engine import balanced
     from lakeflow.compaction.task import file_ids
 
-    parts = [FileEntry(f"part-x-0-{n}.json", size, None) for n, size in enumerate([3, 9, 2, 8, 3, 1])]
-    batches = balanced(parts, 2)
-    assert sorted(sum(p.size for p in b) for b in batches) == [13, 13]
-    assert sorted(p.rel for b in batches for p in b) == sorted(p.rel for p in parts)
-    assert balanced(parts[:1], 4) == [[parts[0]]]  # no empty batches
+    at = [datetime(2026, 11, 28, tzinfo=timezone.utc) + timedelta(seconds=s) for s in (5, 0, 4, 1, 3, 2)]
+    parts = [FileEntry(f"part-x-0-{n}.json", size, at[n]) for n, size in enumerate([3, 9, 2, 8, 3, 1])]
+    batches = balanced(parts, 2)  # commit order: 1 (9), 3 (8), 5 (1), 4 (3), 2 (2), 0 (3)
+    assert [[p.rel[-6] for p in b] for b in batches] == [["1", "3"], ["5", "4", "2", "0"]]
+    assert [sum(p.size for p in b) for b in batches] == [17, 9]  # the cut nearest the half: 9 | 8 would be 9 vs 17
+    assert [[p.rel for p in b] for b in balanced([FileEntry(p.rel, p.size, None) for p in parts], 3)] == [
+        ["part-x-0-0.json", "part-x-0-1.json"], ["part-x-0-2.json"],
+        ["part-x-0-3.json", "part-x-0-4.json", "part-x-0-5.json"]]  # no modification time: path order
+    assert balanced(parts[:1], 4) == [[parts[0]]] and balanced([], 2) == []  # no empty shares
     assert file_ids(parts) == {"part-x-0-1.json": 0, "part-x-0-3.json": 1, "part-x-0-0.json": 2,
                                "part-x-0-4.json": 3, "part-x-0-2.json": 4, "part-x-0-5.json": 5}
 

@@ -24,7 +24,6 @@ reported, the others stay in the staging folder, which the run removes.
 
 from __future__ import annotations
 
-import heapq
 import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -145,14 +144,20 @@ class SparkEngine:
 
 
 def balanced(parts: Sequence[FileEntry], count: int) -> list[list[FileEntry]]:
-    """``parts`` in ``count`` shares of about equal bytes (largest first, each to the lightest)."""
-    heap = [(0, n) for n in range(count)]
-    out: list[list[FileEntry]] = [[] for _ in range(count)]
-    for part in sorted(parts, key=lambda p: -p.size):
-        size, n = heapq.heappop(heap)
-        out[n].append(part)
-        heapq.heappush(heap, (size + part.size, n))
-    return [b for b in out if b]
+    """``parts`` in up to ``count`` shares of about equal bytes, each a run of files neighbouring in commit
+    order (modification time, then path). A record sent twice (a producer's retry, a replay after a
+    restart) lands in a file committed soon after the first copy: mostly in the same share, where its
+    task drops it, so that few data files hold a copy another task's file beats."""
+    ordered = sorted(parts, key=lambda p: (p.mtime.timestamp() if p.mtime is not None else 0.0, p.rel))
+    total = sum(p.size for p in ordered)
+    out: list[list[FileEntry]] = [[]]
+    done = 0
+    for part in ordered:
+        if out[-1] and len(out) < count and done + part.size / 2 > total * len(out) / count:
+            out.append([])
+        out[-1].append(part)
+        done += part.size
+    return out if out[0] else []
 
 
 def _met_in_driver(
