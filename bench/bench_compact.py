@@ -441,6 +441,8 @@ def main() -> int:
     parser.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster's scaling")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from lakeflow.compaction.engine import CROSSOVER_BYTES
+
     names = [s.strip().lower() for s in args.sizes.split(",") if s.strip()]
     sizes = {SIZES.get(n) or int(n): n for n in names}
     results: dict[int, dict[str, dict]] = {}
@@ -465,7 +467,7 @@ def main() -> int:
 def memory_bound(results: dict[int, dict[str, dict]]) -> None:
     """arrow's peak RSS against its batch's raw bytes (fitted as base + slope over the sizes
     measured), the factor ``auto`` assumes, and the largest batch ``auto`` gives arrow here now."""
-    from lakeflow.compaction.engine import ARROW_PEAK_PER_RAW_BYTE, CROSSOVER_BYTES, arrow_limit
+    from lakeflow.compaction.engine import ARROW_PEAK_PER_RAW_BYTE, arrow_limit
 
     points = sorted((r["arrow"]["raw_bytes"], r["arrow"]["rss"]) for r in results.values())
     (raw_lo, rss_lo), (raw_hi, rss_hi) = points[0], points[-1]

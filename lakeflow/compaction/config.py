@@ -98,7 +98,7 @@ class CompactEnv(EnvModel):
         alias=ENV_ARROW_MAX_MB,
         description="auto: the largest batch (MiB of new raw JSON) the arrow engine takes; it holds ~2.1x that "
         "in memory at its peak. Unset: the engines' crossover as make bench-compact measured it on 2 cores "
-        "(4600), or what fits in half the memory available when the run starts if less (the container's limit "
+        "(2000), or what fits in half the memory available when the run starts if less (the container's limit "
         "counts); spark above. Set it to the crossover make bench-compact prints on your machine.",
     )
     delete_min_age_s: Duration = Field(

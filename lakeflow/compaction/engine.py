@@ -85,8 +85,8 @@ class Engine(Protocol):
 
 ARROW_PEAK_PER_RAW_BYTE = 2.5  # arrow peak RSS / raw batch bytes; measured ~225 MiB + 2.08x (make bench-compact)
 # Above this many raw bytes Spark (local, all cores) compacts faster than arrow: make bench-compact's
-# crossover of the engines' fitted times (2 cores, 2026-11-28: ~25M readings of ~190 bytes).
-CROSSOVER_BYTES = 4_600 << 20
+# crossover of the engines' fitted times (2 cores, 2026-11-28, quiet: ~11M readings of ~190 bytes).
+CROSSOVER_BYTES = 2_000 << 20
 
 
 @dataclass(frozen=True)
