@@ -18,11 +18,10 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from lakeflow.cli.main import EXIT_ERROR, run_command
 from lakeflow.cli.output import shown
@@ -36,6 +35,7 @@ from lakeflow.compaction.config import (
     CompactEnv,
     CompactOptions,
     MetricsExport,
+    OnCommit,
     ServiceOptions,
     load_config,
     metrics_export,
@@ -216,7 +216,7 @@ def compaction_pipeline() -> Pipeline:
 def run_once(
     options: CompactOptions,
     spark_options: Sequence[str],
-    on_commit: Callable[[Mapping[str, Any]], None] | None = None,
+    on_commit: OnCommit | None = None,
 ) -> int:
     """One run of the job in this process (a Spark it needs launched with ``spark_options``; ``on_commit``
     told its report at the commit)."""
@@ -261,7 +261,7 @@ def _compact(args: argparse.Namespace) -> int:
         if not getattr(args, "verbose", False):  # one line per run; the stages' progress with lakeflow -v
             logging.getLogger().setLevel(logging.WARNING)
 
-        def tick(report: Path, maintain: bool, on_commit: Callable[[Mapping[str, Any]], None]) -> int:
+        def tick(report: Path, maintain: bool, on_commit: OnCommit) -> int:
             return run_once(replace(options, report=report, maintain=options.maintain or maintain), launch, on_commit)
 
         try:

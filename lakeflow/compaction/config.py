@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field, field_validator
 
-from lakeflow.compaction.continuous import Schedule
+from lakeflow.compaction.continuous import OnCommit, Schedule
 from lakeflow.compaction.engine import ENGINES, engine_for, submitted_master
 from lakeflow.schema import TableSchema, declared_schema
 from lakeflow.settings import Settings, load_settings
@@ -253,7 +253,7 @@ class CompactConfig:
     maintain: bool = False  # run lakeflow.compaction.maintain after a successful run
     maintenance: MaintainOptions = MaintainOptions()
     spark_options: tuple[str, ...] = ()  # spark-submit's options for a Spark this process launches
-    on_commit: Callable[[Mapping[str, Any]], None] | None = None  # told the report at its commit (the service)
+    on_commit: OnCommit | None = None  # told the report at its commit (the service)
 
     @property
     def namespace(self) -> tuple[str, ...]:

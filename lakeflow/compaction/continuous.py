@@ -32,7 +32,7 @@ log = logging.getLogger("lakeflow.compaction.continuous")
 SLICE_S = 0.2  # a signal ends the sleep within this long
 METRICS_HOST = "0.0.0.0"  # the metrics port listens on every interface, for Prometheus to reach it
 RESULTS = {0: "ok", 2: "error", 3: "busy (another run holds the lease)"}
-OnCommit = Callable[[Mapping[str, Any]], None]
+OnCommit = Callable[[Mapping[str, Any]], None]  # a run tells its report at its commit (the metrics hear it)
 
 
 @dataclass(frozen=True)
