@@ -486,6 +486,26 @@ def _edges_of(doc: dict, names: set[str]) -> set[tuple[str, str, str]]:
             for role, key in (("source", "inputs"), ("sink", "outputs")) for d in j[key]}
 
 
+def _python_path_for_others(spare: Path) -> str:
+    """The PYTHONPATH another user imports lakeflow and its packages from: the checkout's when every folder
+    above it lets others through, else (a checkout in a private folder, e.g. under ``mktemp -d``) links to
+    the same files in ``spare`` (0755), copies where links cannot be made."""
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    if all(p.stat().st_mode & stat.S_IXOTH for p in (ROOT, *ROOT.parents, purelib, *purelib.parents)):
+        return f"{purelib}:{ROOT}"
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    spare.chmod(0o755)
+    shutil.copytree(purelib, spare / "site-packages", symlinks=True, copy_function=link)
+    shutil.copytree(ROOT / "lakeflow", spare / "source" / "lakeflow", copy_function=link)
+    return f"{spare / 'site-packages'}:{spare / 'source'}"
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="creates a Unix user (useradd) and harvests as it (runuser): root only")
 def test_a_harvest_as_another_user_reads_the_listener_events(stack, tmp_path):
     """The cluster runs as root; the harvest as ``lakeflow-harvest``, of the store's group only.
@@ -503,17 +523,18 @@ def test_a_harvest_as_another_user_reads_the_listener_events(stack, tmp_path):
     assert user.pw_uid != os.geteuid() and LINEAGE_GROUP in {g.gr_name for g in grp.getgrall()
                                                              if HARVEST_USER in g.gr_mem}
     home = Path(tempfile.mkdtemp(prefix="lakeflow-harvest-home-"))
+    code = Path(tempfile.mkdtemp(prefix="lakeflow-harvest-code-"))
     try:
         shutil.chown(home, user=HARVEST_USER)
         env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LAKEFLOW_HOME": str(home),
-               "LAKEFLOW_ENV_FILE": str(home / "none.env"),
-               "PYTHONPATH": f"{sysconfig.get_paths()['purelib']}:{ROOT}"}
+               "LAKEFLOW_ENV_FILE": str(home / "none.env"), "PYTHONPATH": _python_path_for_others(code)}
         done = subprocess.run(["runuser", "-u", HARVEST_USER, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
                                python, "-m", "lakeflow.cli", "harvest", "--rest-url", stack.cluster.rest_url,
                                "--sql-gateway-url", stack.gateway.url, "--lineage-dir", str(stack.store),
                                "--format", "json"], capture_output=True, text=True, timeout=300)
     finally:
         shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(code, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "unreadable" not in done.stderr and "Permission denied" not in done.stderr, done.stderr[-3000:]
     names = set(_jobs(stack.cluster.rest_url))
