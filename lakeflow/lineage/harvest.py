@@ -1,7 +1,8 @@
 """One harvest: read the JobManager (and the SQL Gateway, and the lineage store), build the graph.
 
 The lineage store holds the compaction's run events and the Flink runs pushed by lakeflow's
-native-lineage listener; those are merged with the jobs pulled, by job id (:mod:`native`).
+native-lineage listener; those are merged with the jobs pulled, by job id (:mod:`native`). The store
+is read first: the SQL Gateway is not asked about the tables the listener named.
 
 Job details are fetched with bounded parallelism (``max_workers``). A job that cannot be read, or
 whose answers cannot be used (a bad payload), is reported and left out; the harvest goes on. Jobs
@@ -12,8 +13,10 @@ cluster still has (e.g. one that is RESTARTING).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lakeflow.lineage.config import HarvestConfig
 from lakeflow.lineage.flink_rest import (
@@ -25,10 +28,13 @@ from lakeflow.lineage.flink_rest import (
     JobSummary,
 )
 from lakeflow.lineage.graph import FlinkJob, Graph, StoredRun, build
-from lakeflow.lineage.plan import job_references
+from lakeflow.lineage.plan import Reference, job_references
 from lakeflow.lineage.report import HarvestReport
 from lakeflow.lineage.resolve import Resolution, Resolver
 from lakeflow.lineage.sql_gateway import SqlGatewayClient
+
+if TYPE_CHECKING:
+    from lakeflow.lineage.native import NativeRun
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,17 @@ def harvest(config: HarvestConfig, report: HarvestReport | None = None) -> Harve
         report.jobs_seen = len(summaries)
         selected = _select(config, summaries, report)
         resolver = Resolver(config, gateway)
+        events: list[dict] = []
+        native_runs: list[NativeRun] = []  # the Flink runs lakeflow's listener pushed
+        settled: dict[str, Callable[[Reference], bool]] = {}  # by job id: the tables it named
+        if config.lineage_dir is not None:
+            from lakeflow.lineage import native
+            from lakeflow.lineage.store import read_events
+
+            with report.timed("lineage store"):
+                events = list(read_events(config.lineage_dir))
+                native_runs = native.runs(events)
+            settled = {n.job_id: native.settled(n, config) for n in native_runs}
         log.info(
             "harvesting %d of %d jobs from %s (%d workers)",
             len(selected),
@@ -67,7 +84,7 @@ def harvest(config: HarvestConfig, report: HarvestReport | None = None) -> Harve
             report.timed("jobs"),
             ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="harvest") as pool,
         ):
-            outcomes = list(pool.map(lambda s: _job(client, resolver, config, s), selected))
+            outcomes = list(pool.map(lambda s: _job(client, resolver, config, s, settled.get(s.jid)), selected))
         jobs = [o for o in outcomes if isinstance(o, FlinkJob)]
         failed = [(s.jid, o) for s, o in zip(selected, outcomes, strict=True) if isinstance(o, str)]
         for jid, error in failed:
@@ -75,20 +92,15 @@ def harvest(config: HarvestConfig, report: HarvestReport | None = None) -> Harve
             log.warning("job %s: %s", jid, error)
         report.jobs_processed = len(jobs)
         compaction_runs: list[StoredRun] = []
-        pushed: list[StoredRun] = []  # the Flink runs lakeflow's listener pushed
         if config.lineage_dir is not None:
-            from lakeflow.lineage import native
-            from lakeflow.lineage.store import is_flink, read_events
+            from lakeflow.lineage.store import is_flink
             from lakeflow.lineage.stored_runs import merge
 
             with report.timed("lineage store"):
-                events = list(read_events(config.lineage_dir))
                 compaction_runs = merge(e for e in events if not is_flink(e))
-                native_runs = native.runs(events)
                 jobs, report.native_runs = native.merge(
                     jobs, native_runs, config, resolver, listed={s.jid for s in summaries}
                 )
-                pushed = [n.run for n in native_runs]
             report.compaction_runs = len(compaction_runs)
         graph = build(
             jobs,
@@ -98,7 +110,7 @@ def harvest(config: HarvestConfig, report: HarvestReport | None = None) -> Harve
             flink_version=cluster.flink_version,
             failed_jobs=failed,
             include_runs=config.include_run_history,
-            pushed=pushed,
+            pushed=[n.run for n in native_runs],
         )
     finally:
         client.close()
@@ -130,8 +142,15 @@ def _select(config: HarvestConfig, summaries: tuple[JobSummary, ...], report: Ha
     return selected
 
 
-def _job(client: FlinkRestClient, resolver: Resolver, config: HarvestConfig, s: JobSummary) -> FlinkJob | str:
-    """One job, fully read and resolved; or the error text when it cannot be read or used."""
+def _job(
+    client: FlinkRestClient,
+    resolver: Resolver,
+    config: HarvestConfig,
+    s: JobSummary,
+    settled: Callable[[Reference], bool] | None,
+) -> FlinkJob | str:
+    """One job, fully read and resolved (but the references lakeflow's listener ``settled``); or
+    the error text when it cannot be read or used."""
     try:
         detail = client.job(s.jid)
         job_config = client.job_config(s.jid)
@@ -146,7 +165,7 @@ def _job(client: FlinkRestClient, resolver: Resolver, config: HarvestConfig, s: 
         live_io = _live_io(client, detail) if run_history and detail.live else None
         resolutions: tuple[Resolution, ...] = ()
         if config.include_lineage:
-            resolutions = tuple(resolver.resolve(job_references(detail.plan or ()), job_config.user_config))
+            resolutions = tuple(resolver.resolve(job_references(detail.plan or ()), job_config.user_config, settled))
         return FlinkJob(detail, job_config, checkpoints, checkpoint_config, exceptions, live_io, resolutions)
     except FlinkRestError as exc:
         return str(exc)

@@ -9,7 +9,8 @@ events alone, as long as its name and state pass the harvest's filters.
 
 A SQL table comes with its identifier (the ``lakeflow_flink_table`` facet): it stands for the
 plan's references to that table, whose resolutions (or unresolved reasons) it replaces — the
-listener saw the table the job was planned with, temporary and job-local ones included. A table
+listener saw the table the job was planned with, temporary and job-local ones included; the
+harvest asks the SQL Gateway nothing about a table the listener settled (:func:`settled`). A table
 the listener could not name (namespace ``""``, Flink's own name) is resolved through the SQL
 Gateway as a plan table is, unless only the job's own session knew it; what stays unresolved is
 reported once, with the reason.
@@ -18,7 +19,7 @@ reported once, with the reason.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from lakeflow.lineage.config import HarvestConfig
 from lakeflow.lineage.datasets import DatasetId
 from lakeflow.lineage.flink_rest import ExceptionHistory, Failure, JobDetail
 from lakeflow.lineage.graph import FlinkJob, StoredRun
-from lakeflow.lineage.plan import SINK, SOURCE, Reference, TableRef, table_ref
+from lakeflow.lineage.plan import SINK, SOURCE, Reference, table_ref
 from lakeflow.lineage.resolve import NOT_DATASETS, Resolution, Resolver
 from lakeflow.lineage.store import is_flink
 from lakeflow.lineage.stored_runs import merge as merge_events
@@ -162,6 +163,19 @@ def merge(
     return out, used
 
 
+def settled(native: NativeRun, config: HarvestConfig) -> Callable[[Reference], bool]:
+    """Whether a plan reference is to a table the listener settled (it named its datasets or a
+    connector that is not a dataset, or only the job's own session knew the table) and
+    ``catalog_platform_map`` does not map: the harvest asks the SQL Gateway nothing about it,
+    :func:`combine` gives it the listener's resolution."""
+    tables = [
+        t
+        for t in native.tables
+        if (t.datasets or t.connector in NOT_DATASETS or t.kind in SESSION_KINDS) and not _mapped(config, t)
+    ]
+    return lambda ref: any(_same_table(ref, t) for t in tables)
+
+
 def combine(pulled: Iterable[Resolution], native: NativeRun, resolver: Resolver) -> tuple[Resolution, ...]:
     """A job's resolutions: the ``pulled`` ones (from its plan), each table the listener pushed in
     place of the plan's references to it, and the other pushed datasets (a DataStream job's)."""
@@ -225,8 +239,8 @@ def _same_table(ref: Reference, table: PushedTable) -> bool:
 
 
 def _table(table: PushedTable, matched: list[Resolution], resolver: Resolver) -> list[Resolution]:
-    """What a pushed table resolves to: the datasets the listener named (the plan's resolutions
-    when they agree), else what the plan or the SQL Gateway could tell, else why not."""
+    """What a pushed table resolves to: the datasets the listener named, else what the plan or the
+    SQL Gateway could tell, else why not; ``catalog_platform_map``'s word first."""
     t = table_ref(table.identifier)
     ref = (
         matched[0].reference
@@ -238,11 +252,9 @@ def _table(table: PushedTable, matched: list[Resolution], resolver: Resolver) ->
         return [Resolution(ref, skipped=f"{table.identifier}: connector '{table.connector}' is not a dataset")]
     if table.pattern is not None:
         return [Resolution(ref, unresolved=f"{what}: Kafka topic-pattern '{table.pattern}' names no topic")]
-    if t is not None and _mapped(resolver, t):
+    if t is not None and _mapped(resolver.config, table):
         return matched or resolver.table(ref, t)  # the user's word wins
     if table.datasets:
-        if {r.dataset for r in matched} == set(table.datasets):
-            return matched  # the plan agrees: its evidence and aliases kept
         return [resolver.with_instance(Resolution(ref, d, evidence=NATIVE)) for d in table.datasets]
     if any(r.dataset or r.skipped for r in matched):
         return matched
@@ -259,9 +271,10 @@ def _table(table: PushedTable, matched: list[Resolution], resolver: Resolver) ->
     return resolver.table(ref, t)
 
 
-def _mapped(resolver: Resolver, t: TableRef) -> bool:
-    """Whether ``catalog_platform_map`` names the platform of ``t``'s catalog."""
-    mapped = resolver.config.catalog_platform_map.get(t.catalog or "")
+def _mapped(config: HarvestConfig, table: PushedTable) -> bool:
+    """Whether ``catalog_platform_map`` names the platform of ``table``'s catalog."""
+    t = table_ref(table.identifier)
+    mapped = config.catalog_platform_map.get(t.catalog or "") if t is not None else None
     return bool(mapped and mapped.platform)
 
 

@@ -24,7 +24,7 @@ Whatever cannot be resolved is returned with the reason; connectors that are not
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from urllib.parse import urlparse
 
@@ -73,8 +73,12 @@ class Resolver:
         self.config = config
         self.gateway = gateway
 
-    def resolve(self, refs: list[Reference], user_config: Mapping[str, str]) -> list[Resolution]:
-        """Resolutions for a job's references, declared parameters first."""
+    def resolve(
+        self, refs: list[Reference], user_config: Mapping[str, str], settled: Callable[[Reference], bool] | None = None
+    ) -> list[Resolution]:
+        """Resolutions for a job's references, declared parameters first. A reference ``settled``
+        (to a table lakeflow's listener settled: :func:`lakeflow.lineage.native.settled`) is not
+        looked up: its resolution is a stand-in the listener's replaces."""
         out: list[Resolution] = []
         declared = declared_output(user_config)
         if declared is not None:
@@ -92,7 +96,10 @@ class Resolver:
             out.append(self.with_instance(Resolution(ref, source, evidence=DECLARED)))
             refs = [r for r in refs if r.role != SOURCE]
         for ref in refs:
-            out.extend(self.with_instance(r) for r in self._one(ref))
+            if settled is not None and settled(ref):
+                out.append(Resolution(ref, unresolved=f"{ref.role} '{ref.operator}': left to lakeflow's listener"))
+            else:
+                out.extend(self.with_instance(r) for r in self._one(ref))
         return sorted(out)
 
     def with_instance(self, r: Resolution) -> Resolution:

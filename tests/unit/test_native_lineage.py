@@ -190,17 +190,19 @@ def test_an_identifier_the_plan_could_not_name_is_resolved_through_the_gateway(
 
 def test_temporary_and_job_local_tables_are_named_by_the_listener(recorded_jobmanager, recorded_gateway,
                                                                   recorded_scenario, tmp_path):
-    """Tables no other session can look up: the gateway has no answer, the listener's names stand,
-    and the plan's reasons for those operators are gone."""
+    """Tables no other session can look up: the listener's names stand, the plan's reasons for those
+    operators are gone, and the gateway is asked nothing (each statement would fail: HTTP 500)."""
     failed, finished = recorded_scenario["job_ids"]["harvest-resubmitted"]
     store, topic, path = tmp_path / "lineage", DatasetId("kafka://k:9092", "src"), from_location("/data/sink")
     for jid in (failed, finished):
         _start(store, jid, "harvest-resubmitted",
                inputs=[_table(topic, "default_catalog.default_database.src", "temporary", "kafka")],
                outputs=[_table(path, "default_catalog.default_database.sink", "in-memory", "filesystem")])
-    job = _job(_harvest(recorded_jobmanager, tmp_path, store, "--sql-gateway-url", recorded_gateway.url), finished)
-    assert job == {"inputs": [str(topic)], "outputs": [str(path)], "unresolved": [], "skipped": [],
-                   "evidence": {str(topic): "native", str(path): "native"}}
+    doc = _harvest(recorded_jobmanager, tmp_path, store, "--sql-gateway-url", recorded_gateway.url,
+                   "--job-name-allow", "^harvest-resubmitted$")
+    assert _job(doc, finished) == {"inputs": [str(topic)], "outputs": [str(path)], "unresolved": [], "skipped": [],
+                                   "evidence": {str(topic): "native", str(path): "native"}}
+    assert recorded_gateway.statements == []
 
 
 def test_what_the_listener_cannot_name_is_said_once(recorded_jobmanager, recorded_gateway, recorded_scenario,
@@ -216,7 +218,10 @@ def test_what_the_listener_cannot_name_is_said_once(recorded_jobmanager, recorde
                           "temporary", "kafka", topicPattern="orders-.*")],
            outputs=[_table(DatasetId("", "default_catalog.default_database.nowhere"),
                            "default_catalog.default_database.nowhere", "anonymous", "hudi")])
-    job = _job(_harvest(recorded_jobmanager, tmp_path, store, "--sql-gateway-url", recorded_gateway.url), jid)
+    doc = _harvest(recorded_jobmanager, tmp_path, store, "--sql-gateway-url", recorded_gateway.url,
+                   "--job-name-allow", "^harvest-batch$")
+    assert recorded_gateway.statements == []  # the listener settled each table
+    job = _job(doc, jid)
     assert job == {"inputs": [], "outputs": [], "evidence": {},
                    "skipped": ["default_catalog.default_database.numbers: connector 'datagen' is not a dataset"],
                    "unresolved": [
@@ -226,18 +231,19 @@ def test_what_the_listener_cannot_name_is_said_once(recorded_jobmanager, recorde
                        "names no topic"]}
 
 
-def test_the_listener_wins_where_the_plan_disagrees(recorded_jobmanager, recorded_gateway, recorded_scenario,
-                                                    tmp_path):
-    """The plan's table (resolved by the gateway today) and the listener's (the table the job was
-    planned with): the same dataset keeps the plan's evidence; another one replaces it."""
+def test_the_listener_wins_and_the_gateway_is_not_asked(recorded_jobmanager, recorded_gateway, recorded_scenario,
+                                                        tmp_path):
+    """A catalog table the listener named (the table the job was planned with): its dataset stands,
+    the gateway's or another, and the gateway is asked only about the job's other table."""
     jid = recorded_scenario["job_ids"]["harvest-sql-print"][0]
-    archive = from_location(recorded_scenario["archive"])
-    gateway = ("--sql-gateway-url", recorded_gateway.url)
-    for path, evidence in ((archive, "plan"), (from_location("/data/moved"), "native")):
-        store = tmp_path / evidence
+    gateway = ("--sql-gateway-url", recorded_gateway.url, "--job-name-allow", "^harvest-sql-print$")
+    for i, path in enumerate((from_location(recorded_scenario["archive"]), from_location("/data/moved"))):
+        store = tmp_path / f"lineage-{i}"
         _start(store, jid, "harvest-sql-print", inputs=[_table(path, "lake.iot.archive", connector="filesystem")])
         job = _job(_harvest(recorded_jobmanager, tmp_path, store, *gateway), jid)
-        assert (job["inputs"], job["evidence"]) == ([str(path)], {str(path): evidence})
+        assert (job["inputs"], job["evidence"]) == ([str(path)], {str(path): "native"})
+    assert sorted(set(recorded_gateway.statements)) == [
+        "DESCRIBE CATALOG EXTENDED `lake`", "SHOW CREATE TABLE `lake`.`iot`.`console`"]
 
 
 def test_one_identifier_of_two_jobs_is_two_datasets(recorded_jobmanager, recorded_scenario, tmp_path):
