@@ -6,10 +6,10 @@ records in Python (:meth:`Generator.record`: a producer of messages to a Kafka t
 Tick ``seq`` belongs to device ``seq % NUM_SENSORS`` (round robin: every device reports at the same rate).
 Each field is made as its ``x-lakeflow-generate`` hint says (:data:`Hint`; docs/ingestion.md, "The
 generator"); unhinted, the event-time field is the tick's time, a key field the tick's ``seq`` (synthetic
-records never collide on the key) and any other field a default of its type (:func:`default_hint`). A
-struct's fields, a list's items (:data:`LIST_ITEMS` of them, at most ``maxItems``) and a map's values
-(keys :data:`MAP_KEYS`) are made the same way, each by the hint at its path (``gps.lat``, ``accel[]``,
-``tags{}``).
+records never collide on the key; a string key field beside one carrying the ``seq``: its device) and
+any other field a default of its type (:func:`default_hint`). A struct's fields, a list's items
+(:data:`LIST_ITEMS` of them, at most ``maxItems``) and a map's values (keys :data:`MAP_KEYS`) are made
+the same way, each by the hint at its path (``gps.lat``, ``accel[]``, ``tags{}``).
 
 The SQL selects each field as a typed column, then writes each row as one JSON document with ``CONCAT``
 (which keeps the declared order): numbers fixed-point, strings unescaped — so a hint's strings may
@@ -305,14 +305,15 @@ def parse_hint(spec: Any, path: str) -> _Hint:
 
 
 def default_hint(t: PrimitiveType, path: str, schema: TableSchema) -> _Hint:
-    """How an unhinted field is made: the event time the tick's time, a key field the tick's ``seq``;
-    otherwise by its type — a string ``<name>-<device number>``, an integer 0–1000, a double or float
-    0–100 (2 decimals), a decimal 0 up to 1000 (or its largest value below), a boolean at random, a date
-    or timestamp the tick's time."""
+    """How an unhinted field is made: the event time the tick's time, a key field the tick's ``seq``
+    (a string one only when no other key field carries it: :func:`_counted`); otherwise by its type —
+    a string ``<name>-<device number>``, an integer 0–1000, a double or float 0–100 (2 decimals), a
+    decimal 0 up to 1000 (or its largest value below), a boolean at random, a date or timestamp the
+    tick's time."""
     k = kind(t)
     if path == schema.event_time:
         return EventTime(kind="event-time")
-    if path in schema.key and k in Sequence.FITS:
+    if path in schema.key and k in Sequence.FITS and not (k == "string" and _counted(schema)):
         return Sequence(kind="sequence")
     if k == "string":
         name = re.sub(r"(\[\]|\{\})+$", "", path).rsplit(".", 1)[-1]
@@ -327,6 +328,20 @@ def default_hint(t: PrimitiveType, path: str, schema: TableSchema) -> _Hint:
     if k == "boolean":
         return _Coin()
     return EventTime(kind="event-time")
+
+
+def _counted(schema: TableSchema) -> bool:
+    """Whether a key field carries the tick's ``seq`` whatever the unhinted string ones make: one hinted
+    ``sequence``, or an unhinted long or int other than the event time. The key then stays unique with
+    each unhinted string key field a device's (``device_id-001``)."""
+    for name in schema.key:
+        generate = schema.rules.get(name, FieldRules()).generate
+        if generate is not None:
+            if isinstance(parse_hint(generate, name), Sequence):
+                return True
+        elif name != schema.event_time and kind(schema.field(name).field_type) in ("long", "int"):
+            return True
+    return False
 
 
 def _largest(t: DecimalType) -> Decimal:

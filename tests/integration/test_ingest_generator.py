@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow
 
 def test_synthetic_records_of_a_nested_user_schema_fit_its_contract(tmp_path: Path) -> None:
     declared = tmp_path / "vibration.schema.json"
-    declared.write_text(json.dumps(VIBRATION))
+    properties = {**VIBRATION["properties"], "device_id": {"type": "string"}}  # unhinted key field: the devices
+    declared.write_text(json.dumps({**VIBRATION, "properties": properties}))
     schema = load_schema(declared)
     started = time.time()
     proc = subprocess.run([INGEST_PY, str(JOB), "--parallelism", "2"], cwd=tmp_path, capture_output=True, text=True,
@@ -45,7 +46,7 @@ def test_synthetic_records_of_a_nested_user_schema_fit_its_contract(tmp_path: Pa
         assert list(r) == list(schema.names)
         contract.check(r)
         device = r["counter"] % 5
-        assert r["device_id"] == f"vib-{device + 1:03d}" and r["site"] == ("north", "süd")[device % 2]
+        assert r["device_id"] == f"device_id-{device + 1:03d}" and r["site"] == ("north", "süd")[device % 2]
         at = datetime.fromisoformat(r["measured_at"].replace("Z", "+00:00"))
         assert abs(at.timestamp() - started) < 600 and r["measured_at"].endswith("Z")
         assert len(r["accel"]) == 2 and len(r["samples"]) == 3 and set(r["tags"]) == {"key1", "key2"}

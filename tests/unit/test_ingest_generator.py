@@ -133,6 +133,45 @@ def test_a_nested_user_schema_makes_records_that_fit_its_contract() -> None:
     assert all(0 <= s["rms"] <= 999.999 for r in made for s in r["samples"])
 
 
+def keyed(key: list[str], **properties: dict) -> TableSchema:
+    """A user's schema without hints: key ``key``, event time ``at`` (epoch milliseconds) beside ``properties``."""
+    return parse_schema(json.dumps({"type": "object", "required": ["at"], "x-lakeflow": {"event-time": "at", "key": key},
+                                    "properties": {"at": {"type": "integer"}, **properties}}))
+
+
+def test_a_string_key_field_beside_the_sequence_is_a_device() -> None:
+    """Unhinted, the key's string field cycles through the devices (as a hinted ``device`` does) and
+    its integer field is the tick's seq: the key stays unique, the SQL makes the same."""
+    schema = keyed(["device_id", "n"], device_id={"type": "string"}, n={"type": "integer"})
+    made = records(schema, 12, sensors=5)
+    assert [r["device_id"] for r in made[:6]] == [f"device_id-{i:03d}" for i in (1, 2, 3, 4, 5, 1)]
+    assert [r["n"] for r in made] == list(range(12))
+    assert len({(r["device_id"], r["n"]) for r in made}) == 12
+    columns = Generator(schema, 5, "run-1").columns_sql("ticks")
+    assert "CONCAT('device_id-', LPAD(CAST(idx + 1 AS STRING), 3, '0')) AS `device_id`" in columns
+    assert "seq AS `n`" in columns
+
+
+@pytest.mark.parametrize(("key", "other"), [
+    (["device_id"], None),  # the key's only field
+    (["device_id", "at"], None),  # the event time is no sequence
+    (["device_id", "n"], {"type": "integer", "x-lakeflow-generate": {"kind": "per-device", "values": [1, 2]}}),
+    (["device_id", "n"], {"type": "string"}),  # no string is told from another
+])
+def test_a_string_key_field_is_the_sequence_when_nothing_else_makes_the_key_unique(key: list[str], other: Any) -> None:
+    schema = keyed(key, device_id={"type": "string"}, **({"n": other} if other else {}))
+    made = records(schema, 6)
+    assert [r["device_id"] for r in made] == [str(seq) for seq in range(6)]
+
+
+def test_a_key_field_hinted_sequence_leaves_the_string_ones_to_the_devices() -> None:
+    schema = keyed(["device_id", "n"], device_id={"type": "string"},
+                   n={"type": "string", "x-lakeflow-generate": {"kind": "sequence"}})
+    made = records(schema, 6, sensors=2)
+    assert [(r["device_id"], r["n"]) for r in made[:3]] == [("device_id-001", "0"), ("device_id-002", "1"),
+                                                          ("device_id-001", "2")]
+
+
 def test_the_nested_sql_builds_typed_values_and_one_json_document() -> None:
     generator = Generator(vibration(), 5, "run-1")
     columns = generator.columns_sql("ticks")
