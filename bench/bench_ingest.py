@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 from lakeflow.catalog.local import LocalCatalog  # noqa: E402
 from lakeflow.ingest import sensors  # noqa: E402
 from lakeflow.ingest.flink_types import quoted, sql_fields  # noqa: E402
-from lakeflow.ingest.job import IngestJob  # noqa: E402
+from lakeflow.ingest.job import IngestJob, TableWrite  # noqa: E402
+from lakeflow.streams import load_pipeline  # noqa: E402
 from lakeflow.schema import load_schema  # noqa: E402
 from lakeflow.settings import load_settings  # noqa: E402
 
@@ -67,11 +68,11 @@ def lakeflow_job(home: Path, records: int, num_sensors: int, parallelism: int, i
                               **({"TABLE_SCHEMA": str(schema)} if schema else {})},
                              env_file=Path(os.devnull), local=True)
     handle = LocalCatalog(settings.home).register(settings.namespace, settings.table)
-    job = IngestJob.plan(settings, handle, parallelism=parallelism, throttled=False)
+    job = IngestJob.plan(settings, [TableWrite.of(load_pipeline(settings).streams()[0], handle)], parallelism=parallelism, throttled=False)
     with Meter() as meter:
         env = pipeline.create_environment(job)
         pipeline.build(env, job)
-        summary = pipeline.execute(env, job, PartFiles(job.location))
+        (summary,) = pipeline.execute(env, job, [PartFiles(job.tables[0].location)])
     assert summary.records == records and not summary.uncommitted, summary
     return meter
 

@@ -32,7 +32,8 @@ from bench.bench_ingest import Meter, compare  # noqa: E402
 from lakeflow.runtime import jars  # noqa: E402
 from lakeflow.catalog.local import LocalCatalog  # noqa: E402
 from lakeflow.ingest.flink_types import quoted, sql_fields  # noqa: E402
-from lakeflow.ingest.job import IngestJob  # noqa: E402
+from lakeflow.ingest.job import IngestJob, TableWrite  # noqa: E402
+from lakeflow.streams import load_pipeline  # noqa: E402
 from lakeflow.ingest.sensors import Generator  # noqa: E402
 from lakeflow.schema import load_schema  # noqa: E402
 from lakeflow.settings import load_settings  # noqa: E402
@@ -59,11 +60,11 @@ def lakeflow_job(home: Path, broker: KafkaBroker, topic: str, records: int, para
                               "KAFKA_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}", "KAFKA_STARTING_OFFSETS": "earliest",
                               "KAFKA_STOP_AT": "latest"}, env_file=Path(os.devnull), local=True)
     handle = LocalCatalog(settings.home).register(settings.namespace, settings.table)
-    job = IngestJob.plan(settings, handle, parallelism=parallelism)
+    job = IngestJob.plan(settings, [TableWrite.of(load_pipeline(settings).streams()[0], handle)], parallelism=parallelism)
     with Meter() as meter:
         env = pipeline.create_environment(job)
         pipeline.build(env, job)
-        summary = pipeline.execute(env, job, PartFiles(job.location))
+        (summary,) = pipeline.execute(env, job, [PartFiles(job.tables[0].location)])
     assert summary.records == records and not summary.uncommitted, summary
     return meter
 

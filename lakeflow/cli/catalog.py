@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from lakeflow.errors import LakeflowError
+from lakeflow.errors import ConfigurationError, LakeflowError
 from lakeflow.uris import S3_SCHEMES, is_s3
 
 if TYPE_CHECKING:
@@ -95,13 +95,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _register(args: argparse.Namespace) -> int:
     from lakeflow.catalog import open_catalog
+    from lakeflow.streams import load_pipeline
 
     settings = _settings(args)
+    if settings.pipeline is not None and args.location:
+        raise ConfigurationError("--location is one table's: the pipeline's streams get locations from the catalog")
+    tables = (
+        [(settings.namespace, settings.table)]
+        if settings.pipeline is None
+        else [(s.namespace, s.table) for s in load_pipeline(settings).streams()]
+    )
     with open_catalog(settings) as catalog:
-        handle = catalog.register(settings.namespace, settings.table, location=args.location)
-    state = "created" if handle.created else "already registered"
-    print(f"{state}: {handle.ident} in the {catalog.name} catalog", file=sys.stderr)
-    print(handle.location)
+        for namespace, table in tables:
+            handle = catalog.register(namespace, table, location=args.location)
+            state = "created" if handle.created else "already registered"
+            print(f"{state}: {handle.ident} in the {catalog.name} catalog", file=sys.stderr)
+            print(handle.location)
     return 0
 
 

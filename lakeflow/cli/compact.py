@@ -125,6 +125,12 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     """Which table, and its file size (``lakeflow compact``, ``maintain`` and ``status``)."""
     parser.add_argument(
+        "--stream",
+        metavar="NAME",
+        help="the stream of the pipeline (PIPELINE) whose tables to use: a stream's name, or one table of a "
+        "topic-pattern stream (default: every stream; lakeflow pipeline show lists them)",
+    )
+    parser.add_argument(
         "--target-table",
         metavar="NAME",
         help=f"Iceberg table name in NAMESPACE (${ENV_TABLE}; default: TABLE-compacted)",
@@ -163,7 +169,8 @@ def job_options(argv: Sequence[str]) -> CompactOptions:
 
 def job_argv(options: CompactOptions) -> list[str]:
     """``options`` back as ``jobs/compact.py``'s command line (for spark-submit)."""
-    argv = ["--target-table", options.target_table] if options.target_table else []
+    argv = ["--stream", options.stream] if options.stream else []
+    argv += ["--target-table", options.target_table] if options.target_table else []
     if options.target_file_mb is not None:
         argv += ["--target-file-mb", str(options.target_file_mb)]
     argv += ["--local"] if options.local else []
@@ -254,6 +261,14 @@ def _compact(args: argparse.Namespace) -> int:
         return 0
     launch = spark_options(args.master, args.spark_conf, args.jars)
     export = metrics_export(service)
+    streams = stream_periods(options)
+    if (export.port is not None or export.textfile or export.pushgateway) and len(streams()) > 1:
+        print(
+            "lakeflow compact: the metrics follow one table: with a pipeline of several streams, run one "
+            "service per stream (--stream NAME) to export them",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     if every is not None:
         from lakeflow.compaction.continuous import run_forever
         from lakeflow.compaction.metrics import MetricsPortUnavailable
@@ -261,26 +276,48 @@ def _compact(args: argparse.Namespace) -> int:
         if not getattr(args, "verbose", False):  # one line per run; the stages' progress with lakeflow -v
             logging.getLogger().setLevel(logging.WARNING)
 
-        def tick(report: Path, maintain: bool, on_commit: OnCommit) -> int:
-            return run_once(replace(options, report=report, maintain=options.maintain or maintain), launch, on_commit)
+        def tick(stream: str | None, report: Path, maintain: bool, on_commit: OnCommit) -> int:
+            chosen = replace(options, stream=stream, report=report, maintain=options.maintain or maintain)
+            return run_once(chosen, launch, on_commit)
 
         try:
-            return run_forever(every, tick, args.report.resolve() if args.report else None, export.port)
+            return run_forever(every, tick, streams, args.report.resolve() if args.report else None, export.port)
         except MetricsPortUnavailable as exc:
             print(f"lakeflow compact: {exc}", file=sys.stderr)
             return EXIT_ERROR
-    print(
-        f"$ {shlex.join([str(JOB), *job_argv(options)])}  (Spark if needed: {shlex.join(launch)})",
-        file=sys.stderr,
-        flush=True,
-    )
-    if export.textfile is None and export.pushgateway is None:
-        code = run_once(options, launch)
-    else:
-        code = run_exporting(options, launch, args.report.resolve() if args.report else None, export)
+    codes = []
+    for stream, _ in streams():
+        chosen = replace(options, stream=stream)
+        print(
+            f"$ {shlex.join([str(JOB), *job_argv(chosen)])}  (Spark if needed: {shlex.join(launch)})",
+            file=sys.stderr,
+            flush=True,
+        )
+        if export.textfile is None and export.pushgateway is None:
+            codes.append(run_once(chosen, launch))
+        else:
+            codes.append(run_exporting(chosen, launch, args.report.resolve() if args.report else None, export))
+    code = max(codes, default=0)
     if code == 0:
         print("\n".join(next_steps()), flush=True)
     return code
+
+
+def stream_periods(options: CompactOptions) -> Callable[[], list[tuple[str | None, float | None]]]:
+    """The streams a run or the service compacts, each with its own period (None: the service's):
+    the one ``--stream`` names; without a pipeline file the settings' stream (None); else every
+    stream of the pipeline whose raw table exists, listed afresh on each call."""
+    if options.stream is not None:
+        return lambda: [(options.stream, None)]
+    from lakeflow.compaction.streams import pipeline_streams
+    from lakeflow.settings import load_settings
+    from lakeflow.streams import load_pipeline
+
+    settings = load_settings(local=True if options.local else None)
+    if settings.pipeline is None:
+        return lambda: [(None, None)]
+    pipeline = load_pipeline(settings)
+    return lambda: [(s.name, s.compact_every_s) for s in pipeline_streams(settings, pipeline)]
 
 
 def run_exporting(options: CompactOptions, launch: Sequence[str], report: Path | None, export: MetricsExport) -> int:

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "lakeflow.cli.maintain",
     "lakeflow.cli.query",
     "lakeflow.cli.schema",
+    "lakeflow.cli.pipeline",
     "lakeflow.cli.lineage",
     "lakeflow.cli.stack",
     "lakeflow.cli.aws_profile",

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict, replace
+from typing import Any
 
-from lakeflow.cli.compact import add_maintain_arguments, add_table_arguments, options_of
+from lakeflow.cli.compact import add_maintain_arguments, add_table_arguments, options_of, stream_periods
 from lakeflow.cli.output import Output
+from lakeflow.errors import LakeflowError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,8 +61,19 @@ def _maintain(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from lakeflow.compaction.config import load_config
-    from lakeflow.compaction.status import table_status
+    from lakeflow.compaction.status import fleet_lines, table_status
 
-    status = table_status(load_config(options_of(args)))
-    Output(args.json).result(status.lines(), status.to_dict())
-    return 0
+    options = options_of(args)
+    streams = [name for name, _ in stream_periods(options)()]
+    if len(streams) == 1:
+        status = table_status(load_config(replace(options, stream=streams[0])))
+        Output(args.json).result(status.lines(), status.to_dict())
+        return 0
+    rows: list[dict[str, Any]] = []
+    for name in streams:  # a stream that cannot be read is its row's error; the others are shown
+        try:
+            rows.append(table_status(load_config(replace(options, stream=name))).to_dict())
+        except LakeflowError as exc:
+            rows.append({"stream": name, "error": str(exc)})
+    Output(args.json).result(fleet_lines(rows), {"streams": rows})
+    return 2 if any("error" in r for r in rows) else 0

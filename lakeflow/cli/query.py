@@ -57,6 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"print at most N rows, 0 for all (default {DEFAULT_TABLE_ROWS} for table, all for csv/json)",
     )
     p.add_argument(
+        "--stream",
+        metavar="NAME",
+        help="the pipeline's stream whose Iceberg table to read: a stream's name, or one table of a "
+        "topic-pattern stream (needed when PIPELINE declares several)",
+    )
+    p.add_argument(
         "--target-table",
         metavar="NAME",
         help="Iceberg table name in NAMESPACE ($COMPACT_TABLE; default: TABLE-compacted)",
@@ -90,7 +96,7 @@ def _query(args: argparse.Namespace) -> int:
         print("lakeflow query: --max-rows must be 0 (all) or more", file=sys.stderr)
         return EXIT_ERROR
     since, until = day_bounds(args.day) if args.day else (args.since, args.until)
-    config = load_config(CompactOptions(target_table=args.target_table, local=args.local))
+    config = load_config(CompactOptions(stream=args.stream, target_table=args.target_table, local=args.local))
     try:
         result = run_sql(load_readings(config, since, until), args.sql or default_sql(config.schema))
     except QueryError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -13,7 +13,8 @@ from pydantic import Field, field_validator
 
 from lakeflow.compaction.continuous import OnCommit, Schedule
 from lakeflow.compaction.engine import ENGINES, engine_for, submitted_master
-from lakeflow.schema import TableSchema, declared_schema
+from lakeflow.compaction.streams import chosen_stream
+from lakeflow.schema import TableSchema
 from lakeflow.settings import Settings, load_settings
 from lakeflow.settings.env import (
     Duration,
@@ -29,6 +30,7 @@ from lakeflow.settings.env import (
     parse_duration,
     url,
 )
+from lakeflow.streams import Stream
 
 ENV_TABLE = "COMPACT_TABLE"
 ENV_FILE_MB = "COMPACT_TARGET_FILE_MB"
@@ -234,8 +236,7 @@ class CompactConfig:
     """What one compaction run needs to know. Build with :func:`load_config`."""
 
     settings: Settings
-    schema: TableSchema  # the records' declared schema and the table's layout
-    target_table: str  # Iceberg table name, in the raw table's namespace
+    stream: Stream  # the raw table, its declared schema and the Iceberg table it is compacted into
     target_file_bytes: int  # aim for Parquet files of about this size
     bytes_per_row: int  # Parquet bytes per row assumed until the table has statistics
     engine: str  # auto | spark | arrow (lakeflow.compaction.engine)
@@ -256,13 +257,23 @@ class CompactConfig:
     on_commit: OnCommit | None = None  # told the report at its commit (the service)
 
     @property
+    def schema(self) -> TableSchema:
+        """The records' declared schema and the table's layout."""
+        return self.stream.schema
+
+    @property
     def namespace(self) -> tuple[str, ...]:
-        return self.settings.namespace
+        return self.stream.namespace
+
+    @property
+    def target_table(self) -> str:
+        """The Iceberg table's name, in the raw table's namespace."""
+        return self.stream.iceberg_table
 
     @property
     def target_name(self) -> str:
         """``namespace.table`` of the Iceberg table."""
-        return ".".join((*self.namespace, self.target_table))
+        return self.stream.iceberg_name
 
 
 @dataclass(frozen=True)
@@ -270,6 +281,7 @@ class CompactOptions:
     """A run's flags (``lakeflow compact``'s, ``jobs/compact.py``'s, ``lakeflow maintain``'s and
     ``status``'s): None or False where not given, so that their variables apply."""
 
+    stream: str | None = None
     target_table: str | None = None
     target_file_mb: int | None = None
     local: bool = False
@@ -290,8 +302,10 @@ class CompactOptions:
 
 
 def load_config(args: CompactOptions = CompactOptions(), env: Mapping[str, str] | None = None) -> CompactConfig:
-    """The run's flags over settings and ``COMPACT_*`` variables; errors name the variable."""
+    """The run's flags over settings and ``COMPACT_*`` variables, for the stream ``args.stream`` names
+    (or the pipeline's only stream); errors name the variable, or the stream."""
     settings = load_settings(env, local=True if args.local else None)
+    stream = chosen_stream(settings, args.stream)
     flags = {
         ENV_TABLE: args.target_table,
         ENV_ENGINE: args.engine,
@@ -308,18 +322,20 @@ def load_config(args: CompactOptions = CompactOptions(), env: Mapping[str, str] 
         },
     }
     values = {**environment(env), **{k: v for k, v in flags.items() if v}}
-    table = values.get(ENV_TABLE) or f"{settings.table}-compacted"
     problems = []  # the other checks are the fields'
-    if table == settings.table:
+    if args.target_table and settings.pipeline is not None:
+        problems.append("--target-table: the pipeline file names each stream's Iceberg table (iceberg-table)")
+    table = values.get(ENV_TABLE) or stream.iceberg_table
+    if table == stream.table:
         problems.append(
             f"{ENV_TABLE}={table!r}: must differ from TABLE (Lakekeeper keeps generic and "
             "Iceberg tables in one name space)"
         )
     env_ = load(CompactEnv, {**values, ENV_TABLE: table}, "compaction settings", problems)
+    look_back_s = env_.look_back_s if args.look_back or stream.look_back_s is None else stream.look_back_s
     return CompactConfig(
         settings=settings,
-        schema=declared_schema(settings),
-        target_table=table,
+        stream=replace(stream, iceberg_table=table),
         target_file_bytes=env_.target_file_mb << 20,
         bytes_per_row=env_.bytes_per_row,
         engine=env_.engine if env_.engine != "auto" else engine_for("auto", submitted_master()),
@@ -327,7 +343,7 @@ def load_config(args: CompactOptions = CompactOptions(), env: Mapping[str, str] 
         delete_source=args.delete_source,
         delete_min_age_s=env_.delete_min_age_s,
         lease_ttl_s=env_.lease_ttl_s,
-        look_back_s=env_.look_back_s,
+        look_back_s=look_back_s,
         full_scan=args.full_scan,
         raw_retention_s=env_.raw_retention_s,
         move_quarantined=args.move_quarantined,

@@ -20,7 +20,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -79,20 +79,28 @@ class StopSignal:
         )
 
 
+StreamRun = Callable[[str | None, Path, bool, OnCommit], int]  # (stream, report, maintain, on_commit) → exit code
+StreamList = Callable[[], Sequence[tuple[str | None, float | None]]]  # each tick: (stream, its own period)
+
+
 def run_forever(
     schedule: Schedule,
-    run_once: Callable[[Path, bool, OnCommit], int],
+    run_once: StreamRun,
+    streams: StreamList = lambda: [(None, None)],
     report_path: Path | None = None,
     metrics_port: int | None = None,
 ) -> int:
-    """Run ``run_once(report, maintain, on_commit)`` every ``schedule.every_s`` until a stop signal;
-    returns 0. Each run's JSON report goes to ``report_path`` (replaced by the next run's) or a temporary
-    file, and its figures into the metrics served on ``metrics_port`` (all interfaces; none when None);
-    ``maintain``: whether the run also maintains the table; ``on_commit``: what the run tells its report
-    at its commit (the table's newest event time reaches the metrics then)."""
+    """Run ``run_once(stream, report, maintain, on_commit)`` for each of ``streams()`` (asked afresh
+    each tick: a topic pattern's new tables join) every ``schedule.every_s`` (or the stream's own
+    period) until a stop signal; returns 0. A stream's failure is its run's line; the others go on.
+    Each run's JSON report goes to ``report_path`` (replaced by the next run's) or a temporary file,
+    and its figures into the metrics served on ``metrics_port`` (all interfaces; none when None);
+    ``maintain``: whether the run also maintains its table; ``on_commit``: what the run tells its
+    report at its commit (the table's newest event time reaches the metrics then)."""
     from lakeflow.compaction.metrics import CompactorMetrics, read_report, serve  # prometheus_client: not for --help
 
-    last_maintain: float | None = None
+    last_maintain: dict[str | None, float] = {}
+    due: dict[str | None, float] = {}
     metrics = CompactorMetrics()
     with contextlib.ExitStack() as stack:
         stop = stack.enter_context(StopSignal(sys.stdout))
@@ -108,47 +116,60 @@ def run_forever(
             flush=True,
         )
         while not stop.requested:
-            started = time.monotonic()
-            maintain = schedule.maintain_every_s is not None and (
-                last_maintain is None or started - last_maintain >= schedule.maintain_every_s
-            )
-            report.unlink(missing_ok=True)
-            stop.running = True
-            metrics.running.set(1)
+            tick = time.monotonic()
             try:
-                code = _quietly(run_once, report, maintain, metrics.committed)
-            except Exception:  # an unexpected failure of one run: logged, and the next tick tries again
-                log.exception("compaction run failed")
-                code = 2
-            finally:
-                stop.running = False
-                metrics.running.set(0)
-            if maintain and code == 0:
-                last_maintain = started
-            # What a run leaves is freed now, not at Python's next full collection, which in a long-lived
-            # process comes rarely: a run's pyiceberg tables and FileIOs sit in reference cycles and hold
-            # S3 filesystems whose AWS SDK clients keep eventfds open (make soak: +9 descriptors a run).
-            gc.collect()
-            took_s = time.monotonic() - started
-            figures = read_report(report)
-            metrics.record(figures, code, took_s)
-            print(run_line(figures, code, took_s, maintain and code == 0), flush=True)
-            while not stop.requested and time.monotonic() < started + schedule.every_s:
-                time.sleep(min(SLICE_S, max(0.0, started + schedule.every_s - time.monotonic())))
+                listed = list(streams())
+            except Exception as exc:  # e.g. the catalog that lists a pattern's tables is down: next tick
+                log.warning("cannot list the streams: %s", exc)
+                listed = []
+                due = {name: tick + schedule.every_s for name in due}
+            for name, every_s in listed:
+                if stop.requested or due.get(name, tick) > tick:
+                    continue
+                started = time.monotonic()
+                due[name] = started + (every_s or schedule.every_s)
+                maintain = schedule.maintain_every_s is not None and (
+                    name not in last_maintain or started - last_maintain[name] >= schedule.maintain_every_s
+                )
+                report.unlink(missing_ok=True)
+                stop.running = True
+                metrics.running.set(1)
+                try:
+                    code = _quietly(run_once, name, report, maintain, metrics.committed)
+                except Exception:  # an unexpected failure of one run: logged, and the next tick tries again
+                    log.exception("compaction run failed")
+                    code = 2
+                finally:
+                    stop.running = False
+                    metrics.running.set(0)
+                if maintain and code == 0:
+                    last_maintain[name] = started
+                # What a run leaves is freed now, not at Python's next full collection, which in a long-lived
+                # process comes rarely: a run's pyiceberg tables and FileIOs sit in reference cycles and hold
+                # S3 filesystems whose AWS SDK clients keep eventfds open (make soak: +9 descriptors a run).
+                gc.collect()
+                took_s = time.monotonic() - started
+                figures = read_report(report)
+                metrics.record(figures, code, took_s)
+                print(run_line(figures, code, took_s, maintain and code == 0, name), flush=True)
+            wake = min(due.values(), default=tick + schedule.every_s)
+            while not stop.requested and time.monotonic() < wake:
+                time.sleep(min(SLICE_S, max(0.0, wake - time.monotonic())))
     return 0
 
 
-def _quietly(run_once: Callable[[Path, bool, OnCommit], int], report: Path, maintain: bool, on_commit: OnCommit) -> int:
+def _quietly(run_once: StreamRun, stream: str | None, report: Path, maintain: bool, on_commit: OnCommit) -> int:
     """One run with its multi-line summary kept off stdout (the JSON report has it)."""
     with contextlib.redirect_stdout(io.StringIO()):
-        return run_once(report, maintain, on_commit)
+        return run_once(stream, report, maintain, on_commit)
 
 
-def run_line(r: Mapping[str, Any], code: int, took_s: float, maintained: bool) -> str:
-    """The run's one line (``r``: its JSON report): time, files, rows, duration, result."""
+def run_line(r: Mapping[str, Any], code: int, took_s: float, maintained: bool, stream: str | None = None) -> str:
+    """The run's one line (``r``: its JSON report): time, the stream, files, rows, duration, result."""
     result = RESULTS.get(code, f"exit {code}")
     parts = [
         _now(),
+        *([f"stream {stream}"] if stream else []),
         f"run {r.get('run_id', '-')}",
         f"files {r.get('files_in', 0)}",
         f"rows {r.get('rows_out', 0)}",

@@ -83,10 +83,8 @@ def begin(config: CompactConfig) -> Run:
         target=config.target_name,
         schema=f"{config.schema.title or config.schema.source} ({config.schema.digest})",
     )
-    with stage(
-        "open", f"raw table {config.settings.namespace_str}.{config.settings.table}, Iceberg table {config.target_name}"
-    ):
-        raw = open_raw(config.settings)
+    with stage("open", f"raw table {config.stream.raw_name}, Iceberg table {config.target_name}"):
+        raw = open_raw(config.settings, config.stream)
         target = open_target(
             iceberg_catalog(config.settings),
             config.namespace,

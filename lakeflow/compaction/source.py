@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from lakeflow.catalog import TableHandle, open_catalog
 from lakeflow.compaction.files import TableFiles
 from lakeflow.settings import Settings
+from lakeflow.streams import Stream
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,8 @@ def raw_table(handle: TableHandle, s3_endpoint: str | None = None) -> RawTable:
     return RawTable(storage=TableFiles.reach(handle.location, handle.storage, s3_endpoint), handle=handle)
 
 
-def open_raw(settings: Settings) -> RawTable:
-    """Load the raw table NAMESPACE.TABLE from the configured catalog."""
+def open_raw(settings: Settings, stream: Stream) -> RawTable:
+    """Load ``stream``'s raw table from the configured catalog."""
     with open_catalog(settings) as catalog:
-        handle = catalog.load(settings.namespace, settings.table, vended=True)
+        handle = catalog.load(stream.namespace, stream.table, vended=True)
     return raw_table(handle, settings.s3_endpoint)

@@ -42,6 +42,8 @@ class Status:
     table: str
     source: str
     exists: bool  # the Iceberg table exists (else every raw file pends)
+    stream: str = ""
+    schema: str = ""  # the declared schema: title (digest of its declaration)
     pending_files: int = 0
     pending_bytes: int = 0
     oldest_pending: str = ""  # raw-relative path
@@ -100,11 +102,12 @@ def table_status(config: CompactConfig, now: datetime | None = None) -> Status:
     from lakeflow.compaction.source import open_raw
 
     now = now or datetime.now(timezone.utc)
-    raw = open_raw(config.settings)
+    raw = open_raw(config.settings, config.stream)
     target = load_target(
         iceberg_catalog(config.settings), config.namespace, config.target_table, config.settings.s3_endpoint
     )
-    status = Status(table=config.target_name, source=raw.location, exists=target is not None)
+    declared = f"{config.schema.title or config.schema.source} ({config.schema.digest})"
+    status = Status(config.target_name, raw.location, target is not None, config.stream.name, declared)
     ledger = load_ledger(target.ledger_pointer, target.storage, raw.storage) if target else Ledger()
     since = None if config.full_scan else window_start(ledger.buckets, timedelta(seconds=config.look_back_s))
     listing = list_parts(raw.storage, since)
@@ -139,6 +142,33 @@ def table_status(config: CompactConfig, now: datetime | None = None) -> Status:
                 status.rows += task.file.record_count
         status.partitions = [Partition(name, n, size) for name, (n, size) in sorted(per.items())]
     return status
+
+
+FLEET_COLUMNS = ("stream", "table", "rows", "pending", "end-to-end lag", "last run", "schema")
+
+
+def fleet_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Every stream's status (``Status.to_dict()``, or ``{"stream", "error"}``) as one aligned table."""
+    cells = [FLEET_COLUMNS]
+    for r in rows:
+        if "error" in r:
+            cells.append((r["stream"], "-", "-", "-", "-", "error", r["error"]))
+            continue
+        lag = r["end_to_end_lag_s"]
+        last = r["last_run"]
+        cells.append(
+            (
+                r["stream"],
+                r["table"] + ("" if r["exists"] else " (not created yet)"),
+                f"{r['rows']:,}",
+                f"{r['pending_files']} file(s)",
+                "unknown" if lag is None else _age(lag),
+                f"{last['result']} at {last['at']}" if last else "none",
+                r["schema"],
+            )
+        )
+    widths = [max(len(str(row[i])) for row in cells) for i in range(len(FLEET_COLUMNS) - 1)]
+    return ["  ".join([*(str(c).ljust(w) for c, w in zip(row, widths, strict=False)), str(row[-1])]) for row in cells]
 
 
 def last_run(lineage_dir: Path, job: str) -> dict[str, Any]:

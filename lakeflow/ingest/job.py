@@ -1,18 +1,20 @@
-"""One submission of the ingestion job (:class:`IngestJob`), planned from the settings and the
-table handle, and the Flink configuration and job parameters it runs with."""
+"""One submission of the ingestion job (:class:`IngestJob`), planned from the settings and the tables
+it writes (:class:`TableWrite`, one per stream), and the Flink configuration and job parameters it runs with."""
 
 from __future__ import annotations
 
 import sys
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from lakeflow.catalog.base import TableHandle, TableIdent
-from lakeflow.ingest.kafka import KafkaInput
+from lakeflow.ingest.kafka import KafkaInput, dead_letter_location
 from lakeflow.lineage import datasets
-from lakeflow.schema import TableSchema, declared_schema
+from lakeflow.schema import TableSchema
 from lakeflow.settings import Settings
+from lakeflow.streams import Stream
 
 FOREVER = 2**63 - 1  # SensorTicks count for NUM_RECORDS=-1 (Long.MAX_VALUE)
 # Restarts: exponential delay (1 s doubling up to 10 s). A job runs for weeks, so a TaskManager lost
@@ -26,12 +28,53 @@ PARAM_SCHEMA_DIGEST = f"{datasets.PARAM_PREFIX}schema.digest"  # … and the dig
 
 
 @dataclass(frozen=True)
-class IngestJob:
-    """What one run writes where: the table, its location, its declared schema, and its source — the
-    synthetic sensors and their pacing, or a Kafka topic (``kafka``)."""
+class TableWrite:
+    """One table the job writes: its stream (topics, declared schema) and the registered raw table."""
 
-    table: TableIdent
+    stream: Stream
+    ident: TableIdent
     location: str
+
+    @classmethod
+    def of(cls, stream: Stream, handle: TableHandle) -> TableWrite:
+        """``stream`` into its loaded raw table ``handle``."""
+        return cls(stream, handle.ident, handle.location.rstrip("/"))
+
+    @property
+    def schema(self) -> TableSchema:
+        return self.stream.schema
+
+    @property
+    def sink_name(self) -> str:
+        """The sink operator's name, which the lineage harvester resolves: ``LakeflowSink[<location>]``."""
+        return f"{datasets.SINK_NAME_PREFIX}[{self.location}]"
+
+    @property
+    def dead_letters(self) -> str:
+        """Where its dead letters go."""
+        return dead_letter_location(self.location)
+
+    def parameters(self, catalog: str, catalog_uri: str) -> dict[str, str]:
+        """The table's identity and declared schema, as the lineage reads them."""
+        return {
+            datasets.PARAM_CATALOG: catalog,
+            datasets.PARAM_CATALOG_URI: catalog_uri,
+            datasets.PARAM_WAREHOUSE: self.ident.warehouse,
+            datasets.PARAM_NAMESPACE: ".".join(self.ident.namespace),
+            datasets.PARAM_TABLE: self.ident.name,
+            datasets.PARAM_LOCATION: self.location,
+            datasets.PARAM_FORMAT: "dataset",
+            PARAM_SCHEMA_TITLE: self.schema.title,
+            PARAM_SCHEMA_DIGEST: self.schema.digest,
+        }
+
+
+@dataclass(frozen=True)
+class IngestJob:
+    """What one run writes where: the tables (one per stream) and its source — the synthetic sensors
+    and their pacing, or the streams' Kafka topics (``kafka``)."""
+
+    tables: tuple[TableWrite, ...]
     catalog: str  # "lakekeeper" or "local"
     catalog_uri: str
     run_id: str  # one per submission; a constant in the job graph, so recovery keeps it
@@ -40,21 +83,23 @@ class IngestJob:
     batch_size: int
     batch_interval_ms: int
     home: Path
-    schema: TableSchema  # the records' (TABLE_SCHEMA): what the sensors make, what a message must fit
     parallelism: int | None = None  # None: Flink's default (cores locally, -p on flink run)
     throttled: bool = True  # False: as fast as possible (the benchmark)
-    kafka: KafkaInput | None = None  # SOURCE=kafka: read readings from this topic instead of the sensors
+    kafka: KafkaInput | None = None  # SOURCE=kafka: read the streams' topics instead of the sensors
 
     @classmethod
     def plan(
-        cls, settings: Settings, handle: TableHandle, *, parallelism: int | None = None, throttled: bool = True
+        cls,
+        settings: Settings,
+        tables: Sequence[TableWrite],
+        *,
+        parallelism: int | None = None,
+        throttled: bool = True,
     ) -> IngestJob:
-        """The job for ``handle``'s table with the settings' source (sensors and pacing, or a Kafka
-        topic); a new run id."""
+        """The job writing ``tables`` with the settings' source (sensors and pacing, or Kafka); a new run id."""
         catalog_uri = settings.lakekeeper if settings.catalog == "lakekeeper" else settings.home.as_uri()
         return cls(
-            table=handle.ident,
-            location=handle.location.rstrip("/"),
+            tables=tuple(tables),
             catalog=settings.catalog,
             catalog_uri=catalog_uri,
             run_id=str(uuid.uuid4()),
@@ -63,20 +108,24 @@ class IngestJob:
             batch_size=settings.batch_size,
             batch_interval_ms=settings.batch_interval_ms,
             home=settings.home,
-            schema=declared_schema(settings),
             parallelism=parallelism,
             throttled=throttled,
             kafka=KafkaInput.from_settings(settings),
         )
 
     @property
+    def topics(self) -> tuple[str, ...]:
+        """Every topic the job reads, each once."""
+        return tuple(dict.fromkeys(t for table in self.tables for t in table.stream.topics))
+
+    @property
     def bounded(self) -> bool:
-        """Ends by itself: NUM_RECORDS records, or the topic up to its offsets at start (KAFKA_STOP_AT)."""
+        """Ends by itself: NUM_RECORDS records, or the topics up to their offsets at start (KAFKA_STOP_AT)."""
         return self.kafka.stop_at_latest if self.kafka else self.num_records > 0
 
     @property
     def count(self) -> int:
-        """Readings the synthetic source emits (``FOREVER`` for NUM_RECORDS=-1)."""
+        """Readings the synthetic source emits per table (``FOREVER`` for NUM_RECORDS=-1)."""
         return self.num_records if self.num_records > 0 else FOREVER
 
     @property
@@ -86,38 +135,28 @@ class IngestJob:
 
     @property
     def name(self) -> str:
-        return f"lakeflow-ingest {self.table}"
-
-    @property
-    def sink_name(self) -> str:
-        """The sink operator's name, which the lineage harvester resolves: ``LakeflowSink[<location>]``."""
-        return f"{datasets.SINK_NAME_PREFIX}[{self.location}]"
+        shown = str(self.tables[0].ident) if len(self.tables) == 1 else f"{len(self.tables)} tables"
+        return f"lakeflow-ingest {shown}"
 
     @property
     def checkpoint_dir(self) -> Path:
         return self.home / "checkpoints"
 
     def job_parameters(self) -> dict[str, str]:
-        """Global job parameters declaring the table and its declared schema (title, digest), and the
-        topic of a Kafka-fed run (GET /jobs/{id}/config → user-config)."""
-        source = (
-            {datasets.PARAM_SOURCE_NAMESPACE: self.kafka.namespace, datasets.PARAM_SOURCE_NAME: self.kafka.topic}
-            if self.kafka
-            else {}
-        )
-        return {
+        """Global job parameters (GET /jobs/{id}/config → user-config): the run id, and of a job of one
+        table that table and its declared schema (title, digest) and the topic of a Kafka-fed run of one
+        topic; a job of several tables names each in its sinks (their names and native lineage)."""
+        params = {
             datasets.PARAM_CATALOG: self.catalog,
             datasets.PARAM_CATALOG_URI: self.catalog_uri,
-            datasets.PARAM_WAREHOUSE: self.table.warehouse,
-            datasets.PARAM_NAMESPACE: ".".join(self.table.namespace),
-            datasets.PARAM_TABLE: self.table.name,
-            datasets.PARAM_LOCATION: self.location,
-            datasets.PARAM_FORMAT: "dataset",
             datasets.PARAM_RUN_ID: self.run_id,
-            PARAM_SCHEMA_TITLE: self.schema.title,
-            PARAM_SCHEMA_DIGEST: self.schema.digest,
-            **source,
         }
+        if len(self.tables) == 1:
+            params.update(self.tables[0].parameters(self.catalog, self.catalog_uri))
+        if self.kafka and len(self.topics) == 1:
+            params[datasets.PARAM_SOURCE_NAMESPACE] = self.kafka.namespace
+            params[datasets.PARAM_SOURCE_NAME] = self.topics[0]
+        return params
 
     def flink_configuration(self, *, local: bool) -> dict[str, str]:
         """Job configuration: exactly-once checkpoints every BATCH_INTERVAL_MS into filesystem

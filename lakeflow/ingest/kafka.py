@@ -1,13 +1,14 @@
-"""The Kafka source of the ingestion job: records of the declared schema as JSON messages on a topic.
+"""The Kafka source of the ingestion job: records of each stream's declared schema as JSON messages
+on its topics.
 
 Flink's own ``KafkaSource`` (``flink-sql-connector-kafka``, the ``kafka-connector`` jar set of
-:mod:`lakeflow.runtime.jars`) reads the topic as ``(topic, partition, offset, payload)`` rows
-(``KafkaMessages``, java/), commits the group's offsets on every checkpoint and names the topic to
-Flink's native lineage (``kafka://<first server>`` + the topic); ``KafkaReadings`` (java/)
-validates each message on the JVM against the declared schema's record contract
+:mod:`lakeflow.runtime.jars`) reads every stream's topics as ``(topic, partition, offset, payload)``
+rows (``KafkaMessages``, java/), commits the group's offsets on every checkpoint and names each topic
+to Flink's native lineage (``kafka://<first server>`` + the topic); ``StreamRouter`` (java/) sends
+each message to its topic's table and validates it on the JVM against that table's record contract
 (:meth:`lakeflow.schema.TableSchema.contract_json`, a job parameter): records go on whole to the
-table's part files, every other message to the dead letters (:data:`DEAD_LETTERS`) with its reason,
-topic, partition, offset and payload.
+table's part files, every other message to its dead letters (:data:`DEAD_LETTERS`) with its reason,
+topic, partition, offset and payload. :func:`list_topics` asks the broker for a topic pattern's topics.
 """
 
 from __future__ import annotations
@@ -29,10 +30,9 @@ LOGIN_MODULES = {
 
 @dataclass(frozen=True)
 class KafkaInput:
-    """The topic one run reads and how (see :class:`lakeflow.settings.kafka.KafkaSource`)."""
+    """How one run reads its streams' topics (see :class:`lakeflow.settings.kafka.KafkaSource`)."""
 
     bootstrap_servers: str
-    topic: str
     group_id: str
     starting_offsets: str  # committed | earliest | latest
     offset_reset: str  # earliest | latest: committed's fallback
@@ -45,7 +45,7 @@ class KafkaInput:
         """The Kafka input of ``settings``; None unless SOURCE=kafka."""
         if settings.source != "kafka":
             return None
-        assert settings.kafka_bootstrap_servers and settings.kafka_topic  # load_settings checked SOURCE=kafka's needs
+        assert settings.kafka_bootstrap_servers  # load_settings checked SOURCE=kafka's needs
         security: dict[str, str | Secret] = {"security.protocol": settings.kafka_security_protocol}
         if settings.kafka_sasl:
             assert settings.kafka_sasl_mechanism and settings.kafka_sasl_username and settings.kafka_sasl_password
@@ -62,7 +62,6 @@ class KafkaInput:
                 security["ssl.truststore.password"] = settings.kafka_ssl_truststore_password
         return cls(
             bootstrap_servers=settings.kafka_bootstrap_servers,
-            topic=settings.kafka_topic,
             group_id=settings.kafka_group_id,
             starting_offsets=settings.kafka_starting_offsets,
             offset_reset=settings.kafka_offset_reset,
@@ -77,9 +76,25 @@ class KafkaInput:
         return f"kafka://{self.bootstrap_servers.split(',')[0]}"
 
     def client_properties(self) -> dict[str, str]:
-        """The Kafka client properties beyond servers, topic and group (security): secrets
+        """The Kafka client properties beyond servers, topics and group (security): secrets
         revealed, so hand them to Flink's ``KafkaSource`` only — never log them."""
         return {key: value.reveal() if isinstance(value, Secret) else value for key, value in self.security.items()}
+
+
+def list_topics(source: KafkaInput) -> list[str]:
+    """The broker's topics (``KafkaMessages.topics`` on the JVM: the connector's shaded Kafka client)."""
+    from pyflink.java_gateway import get_gateway
+    from pyflink.util.java_utils import add_jars_to_context_class_loader
+
+    from lakeflow.ingest.helpers_jar import jar_path
+    from lakeflow.runtime import jars
+
+    add_jars_to_context_class_loader([jar.as_uri() for jar in (jar_path(), *jars.fetch(jars.kafka_connector_set()))])
+    gateway = get_gateway()
+    properties = gateway.jvm.java.util.HashMap()
+    for key, value in source.client_properties().items():
+        properties.put(key, value)
+    return list(gateway.jvm.lakeflow.flink.KafkaMessages.topics(source.bootstrap_servers, properties))
 
 
 def dead_letter_location(location: str) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 
-from py4j.java_gateway import JavaObject
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyflink.common import Configuration, WatermarkStrategy
 from pyflink.common.typeinfo import Types
@@ -21,10 +21,11 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors import Source
 from pyflink.java_gateway import get_gateway
 from pyflink.table import StreamTableEnvironment
+from pyflink.util.java_utils import to_jarray
 
 from lakeflow.ingest import IngestError, kafka, sensors
 from lakeflow.ingest.flink_types import sql_fields
-from lakeflow.ingest.job import IngestJob
+from lakeflow.ingest.job import IngestJob, TableWrite
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, Summary
 from lakeflow.ingest.sink import add_jvm_helpers, dead_letter_sink, json_array_sink, table_lineage
 from lakeflow.lineage import datasets
@@ -59,46 +60,51 @@ def create_environment(job: IngestJob) -> StreamExecutionEnvironment:
 
 
 def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
-    """Add the job's operators to ``env``: ticks → records of the declared schema → JSON → part files,
-    or Kafka messages → validated records → part files (+ dead letters)."""
+    """Add the job's operators to ``env``: per table, ticks → records of its declared schema → JSON →
+    its part files; or Kafka messages of every table's topics → routed and validated → each table's
+    part files (+ its dead letters)."""
     if job.kafka:
         _build_kafka(env, job, job.kafka)
         return
-    generator = sensors.Generator(job.schema, job.num_sensors, job.run_id)
     t_env = StreamTableEnvironment.create(env)
     for key, value in sensors.SESSION.items():
         t_env.get_config().set(key, value)
     jvm = get_gateway().jvm
-    ticks = env.from_source(
-        Source(jvm.lakeflow.flink.SensorTicks.source(job.count, job.rows_per_second)),
-        WatermarkStrategy.no_watermarks(),
-        "SensorTicks",
-        type_info=TICKS,
-    ).uid("sensor-ticks")
-    t_env.create_temporary_view("ticks", t_env.from_data_stream(ticks))
-    t_env.create_temporary_view("records", t_env.sql_query(generator.columns_sql("ticks")))
-    json = t_env.to_data_stream(t_env.sql_query(generator.json_sql("records")))
-    json.sink_to(json_array_sink(job.location, _table(job))).name(job.sink_name).uid("lakeflow-sink")
+    for i, table in enumerate(job.tables):
+        generator = sensors.Generator(table.schema, job.num_sensors, job.run_id)
+        ticks = env.from_source(
+            Source(jvm.lakeflow.flink.SensorTicks.source(job.count, job.rows_per_second)),
+            WatermarkStrategy.no_watermarks(),
+            "SensorTicks",
+            type_info=TICKS,
+        ).uid(f"sensor-ticks-{table.ident}")
+        t_env.create_temporary_view(f"ticks_{i}", t_env.from_data_stream(ticks))
+        t_env.create_temporary_view(f"records_{i}", t_env.sql_query(generator.columns_sql(f"ticks_{i}")))
+        _sink(t_env.to_data_stream(t_env.sql_query(generator.json_sql(f"records_{i}"))), job, table)
 
 
-def _table(job: IngestJob) -> JavaObject:
-    """The table the job writes, for Flink's native lineage: its identity and declared fields."""
-    return table_lineage(job.job_parameters(), sql_fields(job.schema))
+def _sink(records: DataStream, job: IngestJob, table: TableWrite) -> None:
+    """``table``'s part files, declaring the table to Flink's native lineage (its identity and declared fields)."""
+    lineage = table_lineage(table.parameters(job.catalog, job.catalog_uri), sql_fields(table.schema))
+    records.sink_to(json_array_sink(table.location, lineage)).name(table.sink_name).uid(f"lakeflow-sink-{table.ident}")
 
 
 def _build_kafka(env: StreamExecutionEnvironment, job: IngestJob, source: kafka.KafkaInput) -> None:
-    """Flink's ``KafkaSource`` (``KafkaMessages``: topic, partition, offset, payload; it names the
-    topic to Flink's native lineage) → ``KafkaReadings`` (the declared schema's record contract, as
-    JSON) → part files, dead letters beside them."""
+    """Flink's ``KafkaSource`` on every table's topics (``KafkaMessages``: topic, partition, offset,
+    payload; it names the topics to Flink's native lineage) → ``StreamRouter`` (each message to its
+    topic's table, checked against that table's record contract, given as JSON) → each table's part
+    files, its dead letters beside them."""
     gateway = get_gateway()
+    string = gateway.jvm.String
     properties = gateway.jvm.java.util.HashMap()
     for key, value in source.client_properties().items():
         properties.put(key, value)
+    topics = job.topics
     messages = env.from_source(
         Source(
             gateway.jvm.lakeflow.flink.KafkaMessages.source(
                 source.bootstrap_servers,
-                source.topic,
+                to_jarray(string, topics),
                 source.group_id,
                 source.starting_offsets,
                 source.offset_reset,
@@ -107,44 +113,51 @@ def _build_kafka(env: StreamExecutionEnvironment, job: IngestJob, source: kafka.
             )
         ),
         WatermarkStrategy.no_watermarks(),
-        f"KafkaSource-{source.topic}",
+        f"KafkaSource-{topics[0]}" if len(topics) == 1 else f"KafkaSource-{len(topics)} topics",
     ).uid("kafka-source")
-    validator = gateway.jvm.lakeflow.flink.KafkaReadings
-    validated = validator.validate(messages._j_data_stream, job.schema.contract_json(), source.max_message_bytes)
-    DataStream(validated).sink_to(json_array_sink(job.location, _table(job))).name(job.sink_name).uid("lakeflow-sink")
-    dead_letters = kafka.dead_letter_location(job.location)
-    DataStream(validator.deadLetters(validated)).sink_to(dead_letter_sink(dead_letters)).name(
-        f"{datasets.SINK_NAME_PREFIX}[{dead_letters}]"  # declared: the harvest shows it as an output
-    ).uid("lakeflow-dead-letters")
+    table_of = {t: i for i, table in enumerate(job.tables) for t in table.stream.topics}
+    router = gateway.jvm.lakeflow.flink.StreamRouter
+    routed = router.route(
+        messages._j_data_stream,
+        to_jarray(string, list(topics)),
+        to_jarray(gateway.jvm.int, [table_of[t] for t in topics]),
+        to_jarray(string, [str(t.ident) for t in job.tables]),
+        to_jarray(string, [t.schema.contract_json() for t in job.tables]),
+        source.max_message_bytes,
+    )
+    for i, table in enumerate(job.tables):
+        _sink(DataStream(router.readingsOf(routed, i)), job, table)
+        DataStream(router.deadLettersOf(routed, i)).sink_to(dead_letter_sink(table.dead_letters)).name(
+            f"{datasets.SINK_NAME_PREFIX}[{table.dead_letters}]"  # declared: the harvest shows it as an output
+        ).uid(f"lakeflow-dead-letters-{table.ident}")
 
 
-def execute(env: StreamExecutionEnvironment, job: IngestJob, files: PartFiles) -> Summary:
+def execute(env: StreamExecutionEnvironment, job: IngestJob, files: Sequence[PartFiles]) -> tuple[Summary, ...]:
     """Run the job until it ends (a bounded run ends by itself after its final checkpoint),
     logging each commit to ``files`` while it runs; what it committed. Ctrl+C cancels the job
     (logging what was committed) and raises KeyboardInterrupt; a failed job raises IngestError."""
     watcher = ProgressWatcher(files, poll_s=min(max(job.batch_interval_ms / 4000, 0.2), 2.0))
+    tables = ", ".join(str(t.ident) for t in job.tables)
     if job.kafka:
         until = "the offsets present now" if job.bounded else "stopped (Ctrl+C)"
         log.info(
-            "streaming readings from Kafka topic %s (%s, group %s) until %s → %s; dead letters → %s",
-            job.kafka.topic,
+            "streaming readings from Kafka topics %s (%s, group %s) until %s → %s (dead letters beside each)",
+            ", ".join(job.topics),
             job.kafka.bootstrap_servers,
             job.kafka.group_id,
             until,
-            job.location,
-            kafka.dead_letter_location(job.location),
+            tables,
         )
     else:
         pace = f"{job.batch_size} readings every {job.batch_interval_ms} ms" if job.throttled else "unthrottled"
         total = f"{job.num_records} readings" if job.bounded else "until stopped (Ctrl+C)"
         log.info(
-            "streaming %s of %s from %d sensors (%s, run_id %s) → %s",
+            "streaming %s from %d sensors (%s, run_id %s) per table → %s",
             total,
-            job.schema.title or job.schema.source,
             job.num_sensors,
             pace,
             job.run_id,
-            job.location,
+            tables,
         )
     started = time.monotonic()
     client = env.execute_async(job.name)
@@ -159,7 +172,7 @@ def execute(env: StreamExecutionEnvironment, job: IngestJob, files: PartFiles) -
             client.cancel().result()
         except Py4JError as exc:  # the JVM may have gone with the Ctrl+C
             log.warning("could not cancel Flink job %s: %s", job_id, type(exc).__name__)
-        log.info("stopped; committed so far: %s", watcher.stop())
+        log.info("stopped; committed so far: %s", "; ".join(map(str, watcher.stop())))
         raise
     except Py4JJavaError as exc:
         watcher.stop()
@@ -167,9 +180,9 @@ def execute(env: StreamExecutionEnvironment, job: IngestJob, files: PartFiles) -
             f"Flink job {job_id} failed: {_root_cause(exc)} "
             f"(Flink logs in {process_environment('FLINK_LOG_DIR').flink_log_dir or 'the Flink log folder'})"
         ) from None
-    summary = watcher.stop()
-    log.info("finished in %.1f s: %s", time.monotonic() - started, summary)
-    return summary
+    summaries = watcher.stop()
+    log.info("finished in %.1f s: %s", time.monotonic() - started, "; ".join(map(str, summaries)))
+    return summaries
 
 
 def _root_cause(exc: Py4JJavaError) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -180,15 +180,15 @@ def committed_since(scan: LocationScan, before: Mapping[str, PartFile], location
 
 
 class ProgressWatcher:
-    """Logs a line whenever new part files are committed (about one per checkpoint), from a
-    daemon thread polling the location every ``poll_s`` seconds."""
+    """Logs a line whenever new part files are committed at one of the ``locations`` (about one per
+    table and checkpoint), from a daemon thread polling them every ``poll_s`` seconds."""
 
-    def __init__(self, files: PartFiles, poll_s: float) -> None:
-        self.files = files
+    def __init__(self, locations: Sequence[PartFiles], poll_s: float) -> None:
+        self.locations = tuple(locations)
         self.poll_s = poll_s
-        self.before = files.scan().committed
+        self.before = [files.scan().committed for files in self.locations]
         self.first_commit_at: float | None = None
-        self._known = dict(self.before)
+        self._known = [dict(before) for before in self.before]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lakeflow-progress", daemon=True)
 
@@ -196,36 +196,41 @@ class ProgressWatcher:
         self._thread.start()
         return self
 
-    def stop(self) -> Summary:
-        """Stop polling; the summary of everything committed since the watcher was created."""
+    def stop(self) -> tuple[Summary, ...]:
+        """Stop polling; per location, the summary of everything committed since the watcher was created."""
         self._stop.set()
         self._thread.join()
         return self.poll()
 
-    def poll(self) -> Summary:
-        scan = self.files.scan(self._known)
-        new = [f for name, f in scan.committed.items() if name not in self._known]
+    def poll(self) -> tuple[Summary, ...]:
+        return tuple(self._poll(i) for i in range(len(self.locations)))
+
+    def _poll(self, i: int) -> Summary:
+        files, known = self.locations[i], self._known[i]
+        scan = files.scan(known)
+        new = [f for name, f in scan.committed.items() if name not in known]
         if new:
             self.first_commit_at = self.first_commit_at or time.monotonic()
-            self._known.update((f.name, f) for f in new)
-            total = committed_since(scan, self.before, self.files.location)
+            known.update((f.name, f) for f in new)
+            total = committed_since(scan, self.before[i], files.location)
             log.info(
                 "committed %d file(s), %d readings, %s → %s (run total: %d files, %d readings)",
                 len(new),
                 sum(f.records for f in new),
                 _size(sum(f.size for f in new)),
-                self.files.location,
+                files.location,
                 total.files,
                 total.records,
             )
-        return committed_since(scan, self.before, self.files.location)
+        return committed_since(scan, self.before[i], files.location)
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):
-            try:
-                self.poll()
-            except Exception as exc:  # a flaky listing must not end the run
-                log.warning("progress: cannot list %s: %s", self.files.location, exc)
+            for i, files in enumerate(self.locations):
+                try:
+                    self._poll(i)
+                except Exception as exc:  # a flaky listing must not end the run
+                    log.warning("progress: cannot list %s: %s", files.location, exc)
 
 
 def _size(n: float) -> str:

@@ -15,7 +15,7 @@ job configuration, a command line or a log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +29,8 @@ from lakeflow.uris import S3_SCHEMES
 if TYPE_CHECKING:
     from lakeflow.aws_profile import AwsProfile
     from lakeflow.catalog.base import TableHandle
+    from lakeflow.credentials import S3ASettings
+    from lakeflow.ingest.job import TableWrite
     from lakeflow.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,20 @@ def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: 
         conf.setString(key, value)
     plugins = jvm.org.apache.flink.core.plugin.PluginUtils.createPluginManagerFromRootFolder(conf)
     jvm.org.apache.flink.core.fs.FileSystem.initialize(conf, plugins)
+
+
+def one_filesystem(vended: Sequence[S3ASettings], tables: Sequence[TableWrite]) -> S3ASettings:
+    """The S3A settings the job's filesystem is given: those of its one table on S3 (the first
+    table's when none is on S3). Several tables on S3 would share one filesystem, and so one
+    table's credentials: refused, until each table gets a filesystem of its own (docs/ingestion.md)."""
+    on_s3 = [i for i, t in enumerate(tables) if urlparse(t.location).scheme in S3_SCHEMES]
+    if len(on_s3) > 1:
+        raise IngestError(
+            f"{len(on_s3)} tables on S3 in one job ({', '.join(str(tables[i].ident) for i in on_s3[:3])}…): "
+            "a TaskManager's S3 filesystem holds one table's credentials, so one job writes one S3 table for "
+            "now; run a pipeline of one stream per job (docs/ingestion.md, 'A fleet')"
+        )
+    return vended[on_s3[0] if on_s3 else 0]
 
 
 # Settings through which a Flink process's S3 filesystem gets credentials (Flink mirrors ``s3.*``
@@ -197,21 +213,22 @@ class ClusterStorage:
 
 
 def cluster_storage(settings: Settings, profile_dir: Path) -> ClusterStorage:
-    """The table (registered if need be, loaded with vended credentials) and, for S3, its AWS
-    profile written under ``profile_dir`` with the keyless settings that read it."""
+    """The table of the pipeline's first stream (registered if need be, loaded with vended credentials)
+    and, for S3, its AWS profile written under ``profile_dir`` with the keyless settings that read it."""
     from lakeflow.aws_profile import catalog_settings, refreshing, write_profile
     from lakeflow.catalog import open_catalog
+    from lakeflow.streams import load_pipeline
 
+    first = next(iter(load_pipeline(settings).streams()), None)  # the S3 table of a job (one_filesystem)
+    namespace, table = (first.namespace, first.table) if first else (settings.namespace, settings.table)
     with open_catalog(settings) as catalog:
-        catalog.register(settings.namespace, settings.table)
-        handle = catalog.load(settings.namespace, settings.table, vended=True)
+        catalog.register(namespace, table)
+        handle = catalog.load(namespace, table, vended=True)
     require_filesystem(handle.location)
     if urlparse(handle.location).scheme not in S3_SCHEMES:
         return ClusterStorage(handle)
     s3a = handle.s3a(settings.s3_endpoint)
     if not handle.storage.has_keys:
         return ClusterStorage(handle, s3a.flink())
-    profile = write_profile(
-        profile_dir, settings.namespace, settings.table, catalog_settings(settings, handle.ident.warehouse)
-    )
+    profile = write_profile(profile_dir, namespace, table, catalog_settings(settings, handle.ident.warehouse))
     return ClusterStorage(handle, refreshing(s3a).flink(), profile)

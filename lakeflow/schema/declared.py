@@ -124,6 +124,11 @@ def parse_schema(
     time_field = next((f for f in fields if f.name == chosen_time), None)
     derived = time_field is not None and time_field.field_type == LongType()
     time_column = str(table.get("event-time-column", DEFAULT_TIME_COLUMN)) if derived else chosen_time
+    if derived and any(f.name == time_column for f in fields):
+        raise SchemaError(
+            f"event time {chosen_time}: its derived timestamp column {time_column!r} is a declared field's name; "
+            f'name the column otherwise ("{LAKEFLOW}": {{"event-time-column": "…"}})'
+        )
     chosen_key = tuple(key) if key is not None else tuple(table.get("key", ()))
     try:
         terms = parse_partitioning(partition_by or table.get("partition-by", ["day"]), time_column)

@@ -99,7 +99,19 @@ class Storage(EnvModel):
 
 
 class Table(EnvModel):
-    """Table."""
+    """Table.
+
+    One stream into one table; a pipeline file (PIPELINE) declares many instead (docs/pipelines.md).
+    """
+
+    pipeline: LocalPath | None = Field(
+        None,
+        alias="PIPELINE",
+        examples=["pipeline.toml"],
+        description="A TOML file of streams (topics or a topic pattern, schema file, table each; docs/pipelines.md); "
+        "then TABLE, TABLE_SCHEMA, KAFKA_TOPIC, EVENT_TIME_FIELD, KEY_FIELDS, PARTITION_BY and COMPACT_TABLE "
+        "must be unset (NAMESPACE is the streams' default namespace).",
+    )
 
     namespace: Namespace = Field(
         ("iot",), alias="NAMESPACE", description="Namespace, levels separated by '.' (iot, or iot.raw)."
@@ -251,8 +263,31 @@ def load_settings(
         Settings,
         {**values, "catalog": catalog},
         "settings",
-        [*(lakekeeper_problems(values) if catalog == "lakekeeper" else ()), *kafka_problems(values)],
+        [
+            *(lakekeeper_problems(values) if catalog == "lakekeeper" else ()),
+            *kafka_problems(values),
+            *pipeline_problems(values),
+        ],
     )
+
+
+ONE_STREAM = (
+    "TABLE",
+    "TABLE_SCHEMA",
+    "KAFKA_TOPIC",
+    "EVENT_TIME_FIELD",
+    "KEY_FIELDS",
+    "PARTITION_BY",
+    "COMPACT_TABLE",
+)
+
+
+def pipeline_problems(values: Mapping[str, str]) -> list[str]:
+    """A pipeline file declares its streams: the variables of the one stream must not be set beside it."""
+    if not values.get("PIPELINE"):
+        return []
+    both = [name for name in ONE_STREAM if name in values]
+    return [f"{', '.join(both)} and PIPELINE are both set: the pipeline file declares its streams"] if both else []
 
 
 def lakekeeper_problems(values: Mapping[str, str]) -> list[str]:

@@ -62,7 +62,7 @@ class KafkaSource(EnvModel):
         None,
         alias="KAFKA_TOPIC",
         examples=["sensor-readings"],
-        description="The topic holding the readings (required with SOURCE=kafka).",
+        description="The topic holding the readings (required with SOURCE=kafka, unless PIPELINE names the topics).",
     )
     kafka_group_id: GroupId = Field(
         "lakeflow-ingest",
@@ -135,7 +135,9 @@ def kafka_problems(values: Mapping[str, str]) -> list[str]:
     """What SOURCE=kafka needs beyond each variable's own check (none for other sources)."""
     if values.get("SOURCE") != "kafka":
         return []
-    problems = [f"{name} is missing: SOURCE=kafka needs it" for name in REQUIRED if name not in values]
+    # A pipeline file (PIPELINE) names its streams' topics.
+    required = ("KAFKA_BOOTSTRAP_SERVERS",) if values.get("PIPELINE") else REQUIRED
+    problems = [f"{name} is missing: SOURCE=kafka needs it" for name in required if name not in values]
     protocol = values.get("KAFKA_SECURITY_PROTOCOL", "PLAINTEXT")
     sasl = [name for name in SASL if name in values]
     if protocol.startswith("SASL_"):

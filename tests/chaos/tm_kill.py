@@ -231,9 +231,12 @@ def _maintenance_pass(result: Result, account: S3Account, catalog_env: dict[str,
     from lakeflow.compaction.maintain import MaintainReport, clear_leftovers
     from lakeflow.compaction.source import open_raw
     from lakeflow.settings import load_settings
+    from lakeflow.streams import load_pipeline
 
+    settings = load_settings(catalog_env)
+    raw = open_raw(settings, load_pipeline(settings).streams()[0])
     report = MaintainReport(table=location)
-    clear_leftovers(open_raw(load_settings(catalog_env)).storage, MaintainOptions(leftover_min_age_s=0), report)
+    clear_leftovers(raw.storage, MaintainOptions(leftover_min_age_s=0), report)
     after = count_committed_s3(account.client("s3"), location, records)
     result.counts.update(uploads_aborted=report.uploads_aborted, open_uploads_after_maintain=after["open_uploads"])
     result.check(not report.uploads_unlisted, report.uploads_unlisted)

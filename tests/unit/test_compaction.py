@@ -311,7 +311,7 @@ def test_rest_catalog_times_out_and_never_resends_a_write(tmp_path: Path) -> Non
 # --- lineage --------------------------------------------------------------------------------
 
 def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) -> None:
-    from lakeflow.ingest.job import IngestJob
+    from lakeflow.ingest.job import IngestJob, TableWrite
     from lakeflow.lineage import datasets
     from lakeflow.lineage.stored_runs import read_runs
 
@@ -319,7 +319,7 @@ def test_lineage_names_join_the_flink_side_and_fail_is_recorded(tmp_path: Path) 
     config = load_config(env=env)
     handle = LocalCatalog(config.settings.home).register(("iot",), "sensor-readings")
     raw = raw_table(handle)
-    declared = IngestJob.plan(config.settings, handle).job_parameters()
+    declared = IngestJob.plan(config.settings, [TableWrite.of(config.stream, handle)]).job_parameters()
     canonical, alias = raw_datasets(config, raw)
     assert canonical == datasets.from_location(declared[datasets.PARAM_LOCATION])
     assert alias == datasets.catalog_alias(declared[datasets.PARAM_CATALOG_URI], declared[datasets.PARAM_WAREHOUSE],

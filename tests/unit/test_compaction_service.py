@@ -28,7 +28,7 @@ def test_what_a_run_leaves_in_reference_cycles_is_freed_before_the_next(tmp_path
     freed_before_next: list[bool] = []
     heard: list[Callable[[Any], None]] = []
 
-    def run_once(report: Path, maintain: bool, on_commit: Callable[[Any], None]) -> int:
+    def run_once(stream: str | None, report: Path, maintain: bool, on_commit: Callable[[Any], None]) -> int:
         heard.append(on_commit)
         if left:
             freed_before_next.append(left[-1]() is None)
@@ -40,7 +40,7 @@ def test_what_a_run_leaves_in_reference_cycles_is_freed_before_the_next(tmp_path
     enabled = gc.isenabled()
     gc.disable()  # no automatic collection: only the loop's own
     try:
-        assert run_forever(Schedule(every_s=0), run_once, tmp_path / "report.json") == 0
+        assert run_forever(Schedule(every_s=0), run_once, report_path=tmp_path / "report.json") == 0
     finally:
         if enabled:
             gc.enable()

@@ -25,6 +25,7 @@ def test_the_kafka_demo_produces_readings_its_job_accepts() -> None:
     from lakeflow.schema import load_schema
     from lakeflow.schema.records import RecordContract
     from lakeflow.settings import load_settings
+    from lakeflow.streams import load_pipeline
 
     schema = load_schema()
     contract = RecordContract(schema.contract())
@@ -40,10 +41,12 @@ def test_the_kafka_demo_produces_readings_its_job_accepts() -> None:
             assert abs(r[name] - cycle.base(r["seq"] % demo.SENSORS)) <= abs(cycle.amplitude) + cycle.noise / 2 + 0.01
     topic = demo.Topic("127.0.0.1:39092", demo.TOPIC)
     assert str(topic) == "kafka://127.0.0.1:39092/sensor-readings"
-    source = KafkaInput.from_settings(load_settings(demo.kafka_environment(topic), env_file=Path(os.devnull)))
-    assert source is not None and (source.bootstrap_servers, source.topic, source.stop_at_latest) == (
-        "127.0.0.1:39092", "sensor-readings", True)
-    assert f"{source.namespace}/{source.topic}" == str(topic)  # the name the page shows
+    settings = load_settings(demo.kafka_environment(topic), env_file=Path(os.devnull))
+    source = KafkaInput.from_settings(settings)
+    (stream,) = load_pipeline(settings).streams()
+    assert source is not None and (source.bootstrap_servers, stream.topics, source.stop_at_latest) == (
+        "127.0.0.1:39092", ("sensor-readings",), True)
+    assert f"{source.namespace}/{stream.topics[0]}" == str(topic)  # the name the page shows
 
 
 def test_python_outside_requires_python_is_named_with_what_to_install() -> None:

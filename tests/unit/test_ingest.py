@@ -17,7 +17,8 @@ from lakeflow.catalog.base import TableHandle, TableIdent
 from lakeflow.catalog.local import LocalCatalog
 from lakeflow.credentials import VendedConfig
 from lakeflow.ingest import IngestError
-from lakeflow.ingest.job import FOREVER, PARAM_SCHEMA_DIGEST, PARAM_SCHEMA_TITLE, IngestJob
+from lakeflow.ingest.job import FOREVER, PARAM_SCHEMA_DIGEST, PARAM_SCHEMA_TITLE, IngestJob, TableWrite
+from lakeflow.streams import load_pipeline
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, records_in
 from lakeflow.ingest.storage import require_filesystem
 from lakeflow.lineage import datasets
@@ -30,10 +31,15 @@ def settings_for(tmp_path: Path, **env: str):
     return load_settings({"LAKEFLOW_HOME": str(tmp_path / "home"), **env}, env_file=tmp_path / "none.env")
 
 
+def writes(settings, handle: TableHandle) -> list[TableWrite]:
+    """The settings' one stream into ``handle``'s table."""
+    return [TableWrite.of(load_pipeline(settings).streams()[0], handle)]
+
+
 def plan(tmp_path: Path, **env: str) -> IngestJob:
     settings = settings_for(tmp_path, **env)
     handle = LocalCatalog(settings.home).register(settings.namespace, settings.table)
-    return IngestJob.plan(settings, handle)
+    return IngestJob.plan(settings, writes(settings, handle))
 
 
 def test_flink_configuration_follows_the_settings(tmp_path: Path) -> None:
@@ -55,8 +61,9 @@ def test_flink_configuration_follows_the_settings(tmp_path: Path) -> None:
 def test_unbounded_and_unthrottled_jobs(tmp_path: Path) -> None:
     job = plan(tmp_path, NUM_RECORDS="-1")
     assert not job.bounded and job.count == FOREVER
-    assert IngestJob.plan(settings_for(tmp_path), LocalCatalog(tmp_path / "home").load(("iot",), "sensor-readings"),
-                          throttled=False, parallelism=2).rows_per_second == 0.0
+    settings = settings_for(tmp_path)
+    handle = LocalCatalog(tmp_path / "home").load(("iot",), "sensor-readings")
+    assert IngestJob.plan(settings, writes(settings, handle), throttled=False, parallelism=2).rows_per_second == 0.0
 
 
 def test_each_plan_is_a_new_run(tmp_path: Path) -> None:
@@ -65,16 +72,16 @@ def test_each_plan_is_a_new_run(tmp_path: Path) -> None:
 
 def test_job_declares_the_table_identity_for_lineage(tmp_path: Path) -> None:
     job = plan(tmp_path, NAMESPACE="iot.raw", TABLE="readings")
-    params = job.job_parameters()
+    params, (table,) = job.job_parameters(), job.tables
     assert params[datasets.PARAM_CATALOG] == "local"
     assert params[datasets.PARAM_CATALOG_URI] == (tmp_path / "home").resolve().as_uri()
     assert params[datasets.PARAM_WAREHOUSE] == "local"
     assert params[datasets.PARAM_NAMESPACE] == "iot.raw" and params[datasets.PARAM_TABLE] == "readings"
-    assert params[datasets.PARAM_LOCATION] == job.location and job.location.startswith("file:///")
+    assert params[datasets.PARAM_LOCATION] == table.location and table.location.startswith("file:///")
     assert params[datasets.PARAM_FORMAT] == "dataset" and params[datasets.PARAM_RUN_ID] == job.run_id
-    assert job.sink_name == f"LakeflowSink[{job.location}]"
-    assert datasets.from_location(job.location).name.endswith("/iot/raw/readings")
-    assert (params[PARAM_SCHEMA_TITLE], params[PARAM_SCHEMA_DIGEST]) == ("sensor-reading", job.schema.digest)
+    assert table.sink_name == f"LakeflowSink[{table.location}]"
+    assert datasets.from_location(table.location).name.endswith("/iot/raw/readings")
+    assert (params[PARAM_SCHEMA_TITLE], params[PARAM_SCHEMA_DIGEST]) == ("sensor-reading", table.schema.digest)
 
 
 def test_the_job_takes_the_declared_schema_from_the_settings(tmp_path: Path) -> None:
@@ -84,7 +91,8 @@ def test_the_job_takes_the_declared_schema_from_the_settings(tmp_path: Path) -> 
         "properties": {"device_id": {"type": "string"}, "at": {"type": "string", "format": "date-time"},
                        "accel": {"type": "array", "items": {"type": "number"}}}}))
     job = plan(tmp_path, TABLE_SCHEMA=str(declared), KEY_FIELDS="device_id,at")
-    assert (job.schema.names, job.schema.event_time, job.schema.key) == (("device_id", "at", "accel"), "at",
+    schema = job.tables[0].schema
+    assert (schema.names, schema.event_time, schema.key) == (("device_id", "at", "accel"), "at",
                                                                          ("device_id", "at"))
     params = job.job_parameters()
     assert params[PARAM_SCHEMA_TITLE] == "vibration" and len(params[PARAM_SCHEMA_DIGEST]) == 12
@@ -97,7 +105,7 @@ def test_no_secret_reaches_the_job_configuration(tmp_path: Path) -> None:
                          storage=VendedConfig("s3://lake/wh/iot/sensor-readings", {
                              "s3.access-key-id": "AKIAEXAMPLE", "s3.secret-access-key": "key-s3cr3t",
                              "s3.session-token": "sts-s3cr3t"}))
-    job = IngestJob.plan(settings, handle)
+    job = IngestJob.plan(settings, writes(settings, handle))
     shown = json.dumps([job, job.flink_configuration(local=True), job.flink_configuration(local=False),
                         job.job_parameters()], default=repr)
     assert "s3cr3t" not in shown and "AKIAEXAMPLE" not in shown and "fs.s3a" not in shown
@@ -211,13 +219,13 @@ def test_listing_separates_committed_from_in_progress_files_in_the_runs_buckets(
 def test_watcher_logs_each_commit_and_sums_only_this_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     now = bucket_name(datetime.now(timezone.utc))
     put(tmp_path, f"{now}/part-old-0-0.json", part([{"a": 0}]))
-    watcher = ProgressWatcher(PartFiles(tmp_path.as_uri()), poll_s=60)
+    watcher = ProgressWatcher([PartFiles(tmp_path.as_uri())], poll_s=60)
     caplog.set_level(logging.INFO, logger="lakeflow.ingest.progress")
     put(tmp_path, f"{now}/part-new-0-0.json", part([{"a": 1}, {"a": 2}]))
     put(tmp_path, f"{now}/part-new-1-0.json", part([{"a": 3}]))
     watcher.poll()
     put(tmp_path, f"{bucket_name(datetime.now(timezone.utc) + HOUR)}/part-new-0-1.json", part([{"a": 4}]))
-    summary = watcher.start().stop()
+    (summary,) = watcher.start().stop()
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and "2 file(s), 3 readings" in lines[0] and "1 file(s), 1 readings" in lines[1]
     assert (summary.files, summary.records, summary.uncommitted) == (3, 4, ())

@@ -24,7 +24,7 @@ def test_kafka_settings_defaults_map_to_the_source() -> None:
     source = KafkaInput.from_settings(load_settings(KAFKA, env_file=Path(os.devnull)))
     assert source is not None
     assert source.namespace == "kafka://127.0.0.1:9092"
-    assert (source.bootstrap_servers, source.topic, source.group_id) == ("127.0.0.1:9092", "readings", "lakeflow-ingest")
+    assert (source.bootstrap_servers, source.group_id) == ("127.0.0.1:9092", "lakeflow-ingest")
     assert (source.starting_offsets, source.offset_reset, source.stop_at_latest) == ("committed", "earliest", False)
     assert source.client_properties() == {"security.protocol": "PLAINTEXT"}
     assert KafkaInput.from_settings(load_settings({}, env_file=Path(os.devnull))) is None  # synthetic by default
@@ -90,21 +90,24 @@ def test_dead_letters_sit_next_to_the_readings_where_the_compaction_skips_them()
 
 def test_the_harvest_resolves_the_declared_topic_and_both_sinks(tmp_path: Path) -> None:
     from lakeflow.catalog.base import TableIdent
-    from lakeflow.ingest.job import IngestJob
+    from lakeflow.ingest.job import IngestJob, TableWrite
     from lakeflow.lineage.config import from_mapping
     from lakeflow.lineage.datasets import DatasetId, from_location
     from lakeflow.lineage.flink_rest import PlanNode
     from lakeflow.lineage.plan import SINK, SOURCE, job_references
     from lakeflow.lineage.resolve import DECLARED, Resolver
     from lakeflow.schema import load_schema
+    from lakeflow.streams import Stream
 
     location = (tmp_path / "warehouse" / "iot" / "sensor-readings").as_uri()
     source = KafkaInput.from_settings(load_settings({**KAFKA, "KAFKA_BOOTSTRAP_SERVERS": "broker-1:9093,broker-2:9093"},
                                                     env_file=Path(os.devnull)))
-    job = IngestJob(TableIdent("local", ("iot",), "sensor-readings"), location, "local", tmp_path.as_uri(), "r1",
-                    5, -1, 10, 1000, tmp_path, load_schema(), kafka=source)
+    stream = Stream("sensor-readings", "sensor-readings", ("iot",), "sensor-readings", "sensor-readings-compacted",
+                    load_schema(), ("readings",))
+    table = TableWrite(stream, TableIdent("local", ("iot",), "sensor-readings"), location)
+    job = IngestJob((table,), "local", tmp_path.as_uri(), "r1", 5, -1, 10, 1000, tmp_path, kafka=source)
     plan = [PlanNode("v1", "Source: KafkaSource-readings<br/>ValidateReadings", 2, ()),
-            PlanNode("v2", f"{job.sink_name}: Writer", 2, ("v1",)),
+            PlanNode("v2", f"{table.sink_name}: Writer", 2, ("v1",)),
             PlanNode("v3", f"LakeflowSink[{dead_letter_location(location)}]: Writer", 2, ("v1",))]
     resolved = Resolver(from_mapping({"connection": {"rest_api_url": "http://x"}})).resolve(
         job_references(plan), job.job_parameters())

@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "lakeflow"
 LAYERS = {
     "cli": 3,  # parses arguments, prints for people
     **dict.fromkeys(("catalog", "ingest", "compaction", "lineage", "query", "stack", "aws_profile", "demo"), 2),
-    **dict.fromkeys(("settings", "credentials", "auth", "http", "secret", "uris", "readings", "schema"), 1),
+    **dict.fromkeys(("settings", "credentials", "auth", "http", "secret", "uris", "readings", "schema", "streams"), 1),
     "runtime": 0,  # a leaf: imports no other lakeflow module but the exception hierarchy
     "errors": 0,  # the exception hierarchy: a leaf every layer may raise from
     "__init__": 0,  # the version

@@ -3,6 +3,7 @@ package lakeflow.flink;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.TimeUnit;
 
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
@@ -13,6 +14,7 @@ import org.apache.flink.connector.kafka.source.enumerator.KafkaSourceEnumState;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.connector.kafka.source.reader.deserializer.KafkaRecordDeserializationSchema;
 import org.apache.flink.connector.kafka.source.split.KafkaPartitionSplit;
+import org.apache.flink.kafka.shaded.org.apache.kafka.clients.admin.AdminClient;
 import org.apache.flink.kafka.shaded.org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.flink.kafka.shaded.org.apache.kafka.clients.consumer.OffsetResetStrategy;
 import org.apache.flink.types.Row;
@@ -21,14 +23,14 @@ import org.apache.flink.util.Collector;
 /**
  * The ingestion job's Kafka source: Flink's own {@link KafkaSource} (flink-sql-connector-kafka,
  * whose Kafka client is shaded; compiled against it, loaded only by a job with SOURCE=kafka) on
- * one topic, each message as {@code Row(topic, partition, offset, payload bytes)}, what
- * {@link KafkaReadings} validates.
+ * every stream's topics, each message as {@code Row(topic, partition, offset, payload bytes)}, what
+ * {@link StreamRouter} routes and validates.
  *
  * <p>The group's offsets are committed on every checkpoint (the connector's default); the end
  * offsets of a bounded source synchronously besides ({@link EndOffsetCommits}), so the next run
  * starts where this one ended. As a
  * DataStream source it declares its topic to Flink's native lineage (FLIP-314) the way the
- * connector does: namespace {@code kafka://<first bootstrap server>}, name the topic — OpenLineage's
+ * connector does: namespace {@code kafka://<first bootstrap server>}, name each topic — OpenLineage's
  * naming of a Kafka dataset, which the job's parameters declare too.
  */
 public final class KafkaMessages implements KafkaRecordDeserializationSchema<Row> {
@@ -51,7 +53,7 @@ public final class KafkaMessages implements KafkaRecordDeserializationSchema<Row
     }
 
     /**
-     * The source of {@code topic} on {@code servers} for consumer group {@code groupId}.
+     * The source of {@code topics} on {@code servers} for consumer group {@code groupId}.
      *
      * @param startingOffsets {@code committed} (the group's offsets, else {@code offsetReset}),
      *     {@code earliest} or {@code latest}: where a job not restored from a checkpoint starts
@@ -59,13 +61,13 @@ public final class KafkaMessages implements KafkaRecordDeserializationSchema<Row
      * @param stopAtLatest a bounded source, ending at the offsets present when it starts
      * @param properties further Kafka client properties (security); secrets included, so never log them
      */
-    public static Source<Row, KafkaPartitionSplit, KafkaSourceEnumState> source(String servers, String topic, String groupId, String startingOffsets,
+    public static Source<Row, KafkaPartitionSplit, KafkaSourceEnumState> source(String servers, String[] topics, String groupId, String startingOffsets,
             String offsetReset, boolean stopAtLatest, Map<String, String> properties) {
         Properties client = new Properties();
         client.putAll(properties);
         KafkaSourceBuilder<Row> builder = KafkaSource.<Row>builder()
                 .setBootstrapServers(servers)
-                .setTopics(topic)
+                .setTopics(topics)
                 .setGroupId(groupId)
                 .setProperties(client)
                 .setStartingOffsets(startingOffsets(startingOffsets, offsetReset))
@@ -78,6 +80,20 @@ public final class KafkaMessages implements KafkaRecordDeserializationSchema<Row
         group.put("bootstrap.servers", servers);
         group.put("group.id", groupId);
         return new EndOffsetCommits(builder.build(), group);
+    }
+
+    /**
+     * The topics on {@code servers} (internal ones left out), for a topic pattern's streams.
+     *
+     * @param properties further Kafka client properties (security); secrets included, so never log them
+     */
+    public static String[] topics(String servers, Map<String, String> properties) throws Exception {
+        Properties client = new Properties();
+        client.putAll(properties);
+        client.put("bootstrap.servers", servers);
+        try (AdminClient admin = AdminClient.create(client)) {
+            return admin.listTopics().names().get(60, TimeUnit.SECONDS).stream().sorted().toArray(String[]::new);
+        }
     }
 
     static OffsetsInitializer startingOffsets(String startingOffsets, String offsetReset) {

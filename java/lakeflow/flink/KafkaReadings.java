@@ -1,16 +1,15 @@
 package lakeflow.flink;
 
 import java.io.IOException;
+import java.io.Serializable;
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.Base64;
 
-import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
-import org.apache.flink.metrics.Counter;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonParser;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.JsonProcessingException;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.DeserializationFeature;
@@ -18,39 +17,31 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
-import org.apache.flink.streaming.api.datastream.DataStream;
-import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
-import org.apache.flink.streaming.api.functions.ProcessFunction;
 import org.apache.flink.types.Row;
-import org.apache.flink.util.Collector;
-import org.apache.flink.util.OutputTag;
 
 import lakeflow.flink.RecordContract.Invalid;
 
+
 /**
- * Validates Kafka messages against the table's record contract, on the JVM: each input row is
- * {@code (topic, partition, offset, payload bytes)} (what {@link KafkaMessages} reads); a message
- * that is a record comes out as {@code Row(json)}, the whole message — undeclared fields included —
+ * Validates Kafka messages against one table's record contract, on the JVM ({@link StreamRouter}
+ * holds one per table): a message that is a record comes out whole as {@link #record}'s JSON — undeclared fields included —
  * re-written compactly on one line, every number as sent (integers of any size, decimals exact:
- * {@code 5.0} stays {@code 5.0}); any other message goes to the {@link #DEAD_LETTERS} side output as
- * {@code Row(json)} of {@code {"reason", "topic", "partition", "offset", "payload"}}
- * ({@code payload_base64} instead of {@code payload} when the bytes are not UTF-8). Nothing is
- * dropped and nothing fails the job.
+ * {@code 5.0} stays {@code 5.0}); any other message becomes a dead letter ({@link #deadLetter}):
+ * {@code {"reason", "topic", "partition", "offset", "payload"}} ({@code payload_base64} instead of
+ * {@code payload} when the bytes are not UTF-8). Nothing is dropped and nothing fails the job.
  *
  * <p>A record is a JSON object of at most {@code maxBytes} bytes (no trailing data, no duplicate
- * key) that fits the {@link RecordContract} (its reasons are lakeflow/schema/records.py's). Counted
- * in the operator's metrics as {@code readingsValid} and {@code deadLetters}.
+ * key) that fits the {@link RecordContract} (its reasons are lakeflow/schema/records.py's).
  */
-public final class KafkaReadings extends ProcessFunction<Row, Row> {
+public final class KafkaReadings implements Serializable {
 
     private static final long serialVersionUID = 1L;
 
-    /** The dead letters: {@code Row(json)}. */
-    public static final OutputTag<Row> DEAD_LETTERS =
-            new OutputTag<>("dead-letters", Types.ROW_NAMED(new String[] {"dead_letter"}, Types.STRING));
-
     /** {@code ROW<reading STRING>}: one JSON document per row, what the JSON-array sink writes. */
     public static final TypeInformation<Row> JSON = Types.ROW_NAMED(new String[] {"reading"}, Types.STRING);
+
+    /** A dead letter: {@code ROW<dead_letter STRING>}. */
+    public static final TypeInformation<Row> DEAD_LETTER = Types.ROW_NAMED(new String[] {"dead_letter"}, Types.STRING);
 
     /** Strict (one JSON value per message, no duplicate keys) and exact (numbers as written). */
     private static final ObjectMapper MAPPER = new ObjectMapper()
@@ -61,8 +52,6 @@ public final class KafkaReadings extends ProcessFunction<Row, Row> {
 
     private final RecordContract contract;
     private final int maxBytes;
-    private transient Counter valid;
-    private transient Counter deadLetters;
 
     /**
      * @param contract the record contract's JSON ({@code TableSchema.contract_json()})
@@ -71,39 +60,6 @@ public final class KafkaReadings extends ProcessFunction<Row, Row> {
     public KafkaReadings(String contract, int maxBytes) {
         this.contract = new RecordContract(contract);
         this.maxBytes = maxBytes;
-    }
-
-    /** The valid records of {@code messages}; their dead letters are its {@link #DEAD_LETTERS} side output. */
-    public static SingleOutputStreamOperator<Row> validate(DataStream<Row> messages, String contract, int maxBytes) {
-        return messages.process(new KafkaReadings(contract, maxBytes), JSON)
-                .name("ValidateReadings")
-                .uid("validate-readings");
-    }
-
-    /** The dead letters of an operator made by {@link #validate}. */
-    public static DataStream<Row> deadLetters(SingleOutputStreamOperator<Row> validated) {
-        return validated.getSideOutput(DEAD_LETTERS);
-    }
-
-    @Override
-    public void open(OpenContext context) {
-        valid = getRuntimeContext().getMetricGroup().counter("readingsValid");
-        deadLetters = getRuntimeContext().getMetricGroup().counter("deadLetters");
-    }
-
-    @Override
-    public void processElement(Row message, Context ctx, Collector<Row> out) throws IOException {
-        byte[] payload = (byte[]) message.getField(3);
-        String reason;
-        try {
-            out.collect(Row.of(record(payload)));
-            valid.inc();
-            return;
-        } catch (Invalid exc) {
-            reason = exc.getMessage();
-        }
-        ctx.output(DEAD_LETTERS, Row.of(deadLetter(reason, message, payload)));
-        deadLetters.inc();
     }
 
     /** The record in {@code payload}, re-written whole on one line; Invalid with the reason otherwise. */
@@ -130,7 +86,8 @@ public final class KafkaReadings extends ProcessFunction<Row, Row> {
         return MAPPER.writeValueAsString(root);
     }
 
-    private static String deadLetter(String reason, Row message, byte[] payload) throws IOException {
+    /** The dead letter of {@code message} ({@code (topic, partition, offset, payload)}) refused for {@code reason}. */
+    static String deadLetter(String reason, Row message, byte[] payload) throws IOException {
         ObjectNode letter = MAPPER.createObjectNode();
         letter.put("reason", reason);
         letter.put("topic", (String) message.getField(0));

@@ -1,0 +1,159 @@
+"""A fleet in one pipeline (#41), with a real Kafka broker and Flink: a pipeline file of 21 topics and
+3 schemas — a stream of one topic, a stream of three topics into one table, and a topic pattern whose
+capture names 17 tables — ingested by one Flink job (each message checked against its stream's
+contract, dead letters per table), then compacted by one `lakeflow compact` into 19 Iceberg tables,
+shown by `lakeflow status --json` and read by `lakeflow query --stream`. A refused schema change of
+one stream stops that stream alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lakeflow.runtime.kafka import KafkaBroker
+from tests.integration.test_ingest_kafka_schema import committed, hermetic
+from tests.support.envs import INGEST_PY
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = ROOT / "jobs" / "sensor_ingest.py"
+LAKEFLOW = Path(sys.executable).parent / "lakeflow"
+T0 = 1_764_324_000_000
+HALLS = [f"hall{n:02d}" for n in range(1, 18)]
+ROOMS = ["north", "south", "east"]
+
+pytestmark = pytest.mark.slow
+
+SCHEMAS = {
+    "vibration": {
+        "title": "vibration", "type": "object", "required": ["device_id", "seq", "at", "rms"],
+        "properties": {"device_id": {"type": "string"}, "seq": {"type": "integer"},
+                       "at": {"type": "string", "format": "date-time"}, "rms": {"type": "number"}},
+        "x-lakeflow": {"event-time": "at", "key": ["device_id", "seq"]},
+    },
+    "temperature": {
+        "title": "temperature", "type": "object", "required": ["probe", "seq", "ms", "celsius"],
+        "properties": {"probe": {"type": "string"}, "seq": {"type": "integer"}, "ms": {"type": "integer"},
+                       "celsius": {"type": "number"}},
+        "x-lakeflow": {"event-time": "ms", "key": ["probe", "seq"]},
+    },
+    "meter": {
+        "title": "meter", "type": "object", "required": ["meter_id", "seq", "read_at", "kwh"],
+        "properties": {"meter_id": {"type": "string"}, "seq": {"type": "integer"}, "read_at": {"type": "integer"},
+                       "kwh": {"type": "number"}},
+    },
+}
+
+PIPELINE = """\
+[defaults]
+namespace = "plant"
+
+[[streams]]
+name = "vibration"
+topics = ["plant.vibration"]
+schema = "schemas/vibration.schema.json"   # relative to the pipeline file
+table = "vibration"
+
+[[streams]]
+name = "temperature"
+topics = ["plant.temp.north", "plant.temp.south", "plant.temp.east"]
+schema = "schemas/temperature.schema.json"
+table = "temperature"
+
+[[streams]]
+name = "meters"
+topic-pattern = 'plant\\.meters\\.(.+)'      # one table per matching topic
+schema = "schemas/meter.schema.json"
+table = "meters_{1}"                        # {1}: the pattern's first capture
+key = ["meter_id", "seq"]
+event-time = "read_at"
+"""
+
+
+def dumps(record: dict) -> str:
+    return json.dumps(record, separators=(",", ":"))
+
+
+def messages(topic: str, n: int, start: int = 0) -> list[str]:
+    """``n`` records of the topic's schema (by its name), each with its own ``seq``."""
+    out = []
+    for seq in range(start, start + n):
+        ms = T0 + seq * 1000
+        if topic == "plant.vibration":
+            at = f"2025-11-28T10:{seq // 60 % 60:02d}:{seq % 60:02d}Z"
+            out.append(dumps({"device_id": f"v-{seq % 3}", "seq": seq, "at": at, "rms": seq / 10}))
+        elif topic.startswith("plant.temp."):
+            out.append(dumps({"probe": topic.rsplit(".", 1)[1], "seq": seq, "ms": ms, "celsius": 20.5}))
+        else:
+            out.append(dumps({"meter_id": topic.rsplit(".", 1)[1], "seq": seq, "read_at": ms, "kwh": seq * 1.5}))
+    return out
+
+
+@pytest.fixture
+def plant(tmp_path: Path, kafka_broker: KafkaBroker) -> Path:
+    """The pipeline file and its schemas in ``tmp_path``; its 21 topics on the broker, 20 messages each
+    (the vibration topic also one that misses a field, a meter topic one that is no JSON)."""
+    (tmp_path / "schemas").mkdir()
+    for name, schema in SCHEMAS.items():
+        (tmp_path / "schemas" / f"{name}.schema.json").write_text(json.dumps(schema))
+    (tmp_path / "pipeline.toml").write_text(PIPELINE)
+    topics = ["plant.vibration", *(f"plant.temp.{r}" for r in ROOMS), *(f"plant.meters.{h}" for h in HALLS)]
+    for topic in topics:
+        kafka_broker.create_topic(topic)
+        extra = {"plant.vibration": ['{"device_id":"v-9","seq":1}'], "plant.meters.hall07": ["not json"]}
+        kafka_broker.produce(topic, messages(topic, 20) + extra.get(topic, []))
+    return tmp_path
+
+
+def run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_one_job_and_one_compactor_serve_every_stream(plant: Path, kafka_broker: KafkaBroker) -> None:
+    env = hermetic(plant, PIPELINE=str(plant / "pipeline.toml"), SOURCE="kafka",
+                   KAFKA_BOOTSTRAP_SERVERS=kafka_broker.bootstrap, KAFKA_STOP_AT="latest", KAFKA_GROUP_ID="fleet",
+                   BATCH_INTERVAL_MS="1000")
+    proc = run([INGEST_PY, str(JOB), "--parallelism", "1"], env, plant)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
+    assert proc.stdout.count("Created table plant.") == 19, proc.stdout
+
+    warehouse = plant / "warehouse" / "plant"
+    lines, letters = committed(warehouse / "vibration")
+    assert sorted(lines) == sorted(messages("plant.vibration", 20))
+    assert [(d["topic"], d["reason"]) for d in letters] == [("plant.vibration", "missing field at")]
+    lines, letters = committed(warehouse / "temperature")
+    assert sorted(lines) == sorted(m for r in ROOMS for m in messages(f"plant.temp.{r}", 20)) and not letters
+    for hall in HALLS:
+        lines, letters = committed(warehouse / f"meters_{hall}")
+        assert sorted(lines) == sorted(messages(f"plant.meters.{hall}", 20)), hall
+        assert [d["payload"] for d in letters] == (["not json"] if hall == "hall07" else []), hall
+
+    proc = run([str(LAKEFLOW), "compact"], env, plant)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
+    proc = run([str(LAKEFLOW), "status", "--json"], env, plant)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {s["stream"]: (s["table"], s["rows"]) for s in json.loads(proc.stdout)["streams"]}
+    assert rows == {"vibration": ("plant.vibration-compacted", 20), "temperature": ("plant.temperature-compacted", 60),
+                    **{f"meters_{h}": (f"plant.meters_{h}-compacted", 20) for h in HALLS}}
+    proc = run([str(LAKEFLOW), "query", "--stream", "meters_hall03", "--format", "json",
+                "SELECT count(*) AS n, min(meter_id) AS m FROM readings"], env, plant)
+    assert proc.returncode == 0 and json.loads(proc.stdout) == [{"n": 20, "m": "hall03"}], proc.stdout + proc.stderr
+    proc = run([str(LAKEFLOW), "query", "SELECT 1"], env, plant)
+    assert proc.returncode == 2 and "name one with --stream" in proc.stderr, proc.stderr
+
+    # A refused change (seq: integer → string) stops the meters alone; the others' new messages land.
+    meter = {**SCHEMAS["meter"], "properties": {**SCHEMAS["meter"]["properties"], "seq": {"type": "string"}}}
+    (plant / "schemas" / "meter.schema.json").write_text(json.dumps(meter))
+    kafka_broker.produce("plant.vibration", messages("plant.vibration", 5, start=20))
+    kafka_broker.produce("plant.meters.hall01", [dumps({"meter_id": "hall01", "seq": "x", "read_at": T0, "kwh": 1})])
+    proc = run([INGEST_PY, str(JOB), "--parallelism", "1"], env, plant)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
+    proc = run([str(LAKEFLOW), "compact"], env, plant)
+    assert proc.returncode == 2 and "refuse" in proc.stderr, proc.stderr[-3000:]
+    proc = run([str(LAKEFLOW), "status", "--json"], env, plant)
+    status = {s["stream"]: s for s in json.loads(proc.stdout)["streams"]}
+    assert status["vibration"]["rows"] == 25 and status["meters_hall01"]["rows"] == 20
+    assert status["meters_hall01"]["pending_files"] == 1
