@@ -60,7 +60,10 @@ def _template(text: str) -> str:
 
 
 def _regex(text: str) -> str:
-    re.compile(text)
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise ValueError(str(exc)) from None
     return text
 
 
@@ -249,11 +252,11 @@ class Pipeline:
         found = [s for d in self.declared if (s := d.fixed()) is not None]
         matched: dict[tuple[str, str], Stream] = {}  # a template without a capture gathers its topics
         for topic in sorted(set(topics) - set(self.topics)):
-            matches = [s for d in self.patterns if (s := d.for_topic(topic)) is not None]
-            if len(matches) > 1:
-                names = " and ".join(repr(s.declared) for s in matches)
+            claims = [d for d in self.patterns if re.fullmatch(d.pattern or "", topic)]
+            if len(claims) > 1:
+                names = " and ".join(repr(d.name) for d in claims)
                 raise PipelineError(f"streams {names}: key 'topic-pattern': both match topic {topic!r}")
-            for s in matches:
+            for s in (s for d in claims if (s := d.for_topic(topic)) is not None):
                 prior = matched.get((s.declared, s.raw_name))
                 matched[(s.declared, s.raw_name)] = replace(s, topics=prior.topics + s.topics) if prior else s
         return _distinct_tables([*found, *matched.values()])
