@@ -24,6 +24,7 @@ INGEST_ENV_ARCHIVE := build/ingestion-env.tar.gz
 COMPACT_ENV_ARCHIVE := build/compaction-env.tar.gz
 JAVA_SRC := $(shell find java -name '*.java' 2>/dev/null)
 KAFKA_CONNECTOR_DIR := build/jars/flink-sql-connector-kafka-5.0.0-2.2
+FLINK_S3_DIR := build/jars/flink-2.3.0
 PYFLINK_DIR = $(shell $(INGEST_PY) -c 'import pyflink, os; print(os.path.dirname(pyflink.__file__))')
 
 export PATH := $(abspath $(VENV))/bin:$(PATH)
@@ -68,11 +69,13 @@ lock: $(UV)  ## re-resolve the lock files envs/{ingestion,compaction,dev}/requir
 install: $(STAMP) $(INGEST_STAMP) $(if $(JAVA_SRC),$(JAR))  ## create .venv (compaction env + test tools + lakeflow) and .venv-flink (ingestion env + lakeflow), each as locked
 
 # KafkaMessages is compiled against Flink's Kafka connector (fetched once, checksums verified);
-# only a job with SOURCE=kafka loads it, with the connector beside it.
+# only a job with SOURCE=kafka loads it, with the connector beside it. lakeflow.flink.fs (the
+# lakeflow-s3 scheme: a filesystem per table) against flink-s3-fs-hadoop, beside which it is installed.
 $(JAR): $(STAMP) $(INGEST_STAMP) $(JAVA_SRC)
 	@mkdir -p build/classes
-	$(VENV)/bin/lakeflow jars kafka-connector
-	javac -nowarn --release 11 -d build/classes -cp '$(PYFLINK_DIR)/lib/*:$(PYFLINK_DIR)/opt/*:$(KAFKA_CONNECTOR_DIR)/*' $(JAVA_SRC)
+	$(VENV)/bin/lakeflow jars kafka-connector flink
+	javac -nowarn --release 11 -d build/classes -cp '$(PYFLINK_DIR)/lib/*:$(PYFLINK_DIR)/opt/*:$(KAFKA_CONNECTOR_DIR)/*:$(FLINK_S3_DIR)/*' $(JAVA_SRC)
+	cp -R java/META-INF build/classes/
 	jar cf $@ -C build/classes .
 
 jar: $(JAR)  ## build the Flink JSON-array bulk writer jar

@@ -17,9 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, fo
 from lakeflow.catalog import open_catalog  # noqa: E402
 from lakeflow.cli.ingest import IngestArgs, run_job  # noqa: E402
 from lakeflow.ingest.job import IngestJob  # noqa: E402
-from lakeflow.ingest.storage import configure_filesystems, one_filesystem, require_filesystem  # noqa: E402
+from lakeflow.ingest.storage import configure_filesystems, require_filesystem  # noqa: E402
 from lakeflow.ingest.streams import ingest_streams, table_write  # noqa: E402
 from lakeflow.settings import load_settings  # noqa: E402
+from lakeflow.uris import is_s3  # noqa: E402
 
 log = logging.getLogger("lakeflow.ingest")
 
@@ -42,15 +43,11 @@ def ingest(args: IngestArgs) -> bool:
         from lakeflow.ingest.progress import PartFiles, committed_since
 
         in_process = not pipeline.submitted_by_flink_cli()
-        s3a = one_filesystem([t.handle.s3a(settings.s3_endpoint) for t in tables], [t.write for t in tables])
-        if in_process and s3a.expires_at and not job.bounded:
-            log.warning(
-                "this run writes with vended credentials that expire at %s and are not renewed "
-                "in-process: for a run longer than that, use `lakeflow flink up` and `flink "
-                "run` (refreshing AWS profile; docs/ingestion.md)",
-                s3a.expires_at.isoformat(timespec="seconds"),
+        on_s3 = [t for t in tables if is_s3(t.write.location)]  # each written through its own filesystem
+        if on_s3:
+            configure_filesystems(
+                on_s3[0].write.location, on_s3[0].handle.s3a(settings.s3_endpoint).flink(), in_process=in_process
             )
-        configure_filesystems(tables[0].write.location, s3a.flink(), in_process=in_process)
         env = pipeline.create_environment(job)
         pipeline.build(env, job)
 

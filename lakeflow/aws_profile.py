@@ -75,24 +75,33 @@ def profile_name(namespace: Sequence[str], table: str) -> str:
     return ".".join(("lakeflow", *namespace, table))
 
 
+def lakeflow_command(env_file: Path | None = None) -> list[str]:
+    """This environment's ``lakeflow`` (``env LAKEFLOW_ENV_FILE=… <venv>/bin/lakeflow`` with ``env_file``)."""
+    script = Path(sys.executable).with_name("lakeflow")
+    program = [str(script)] if script.is_file() else [sys.executable, "-m", "lakeflow.cli"]
+    if env_file is None:
+        return program
+    return [shutil.which("env") or "/usr/bin/env", f"LAKEFLOW_ENV_FILE={env_file}", *program]
+
+
 def credential_process(env_file: Path, namespace: Sequence[str], table: str) -> str:
     """The ``credential_process`` line: ``env LAKEFLOW_ENV_FILE=… <venv>/bin/lakeflow credential-process …``.
 
     Quoted for both readers: boto3 splits it like a shell, the Java SDKs run it with ``sh -c``.
     """
-    script = Path(sys.executable).with_name("lakeflow")
-    program = [str(script)] if script.is_file() else [sys.executable, "-m", "lakeflow.cli"]
-    argv = [
-        shutil.which("env") or "/usr/bin/env",
-        f"LAKEFLOW_ENV_FILE={env_file}",
-        *program,
-        "credential-process",
-        "--namespace",
-        ".".join(namespace),
-        "--table",
-        table,
-    ]
+    argv = [*lakeflow_command(env_file), "credential-process", "--namespace", ".".join(namespace), "--table", table]
     return shlex.join(argv)
+
+
+def catalog_command(directory: Path, catalog_settings: Mapping[str, str]) -> str:
+    """A shell command running ``lakeflow`` with the catalog settings of ``<directory>/lakeflow-catalog.env``
+    (written private, 0600): what a TaskManager's per-table filesystems run with ``credential-process
+    --namespace NS --table T`` appended (``lakeflow.flink.fs``, java/)."""
+    directory = Path(directory).expanduser().resolve()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    env_file = directory / "lakeflow-catalog.env"
+    write_private(env_file, catalog_env(catalog_settings))
+    return shlex.join(lakeflow_command(env_file))
 
 
 def catalog_env(settings_values: Mapping[str, str]) -> str:

@@ -320,7 +320,10 @@ def _settings(args: argparse.Namespace) -> Settings:
     from lakeflow.settings import load_settings
 
     flags = {"NAMESPACE": args.namespace, "TABLE": args.table}
-    return load_settings(local=True if args.local else None, overrides={k: v for k, v in flags.items() if v})
+    overrides = {k: v for k, v in flags.items() if v}
+    if args.table:  # one table named: the pipeline file's streams do not apply
+        overrides["PIPELINE"] = ""
+    return load_settings(local=True if args.local else None, overrides=overrides)
 
 
 def _when(moment: datetime) -> str:

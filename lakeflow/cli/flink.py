@@ -41,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="where to write the table's AWS profile (default $LAKEFLOW_HOME/aws)",
+        help="where to write the catalog settings the tables' credential command reads, mode 0600 "
+        "(default $LAKEFLOW_HOME/aws)",
     )
     up.add_argument(
         "--rest-port",
@@ -125,7 +126,7 @@ def _up(args: argparse.Namespace) -> int:
     from lakeflow.aws_profile import ProfileError, renewal_note
     from lakeflow.ingest import IngestError
     from lakeflow.ingest.helpers_jar import jar_path
-    from lakeflow.ingest.storage import cluster_storage
+    from lakeflow.ingest.storage import CREDENTIAL_COMMAND, cluster_storage
     from lakeflow.lineage.config import HarvestEnv
     from lakeflow.lineage.native import listener_conf
     from lakeflow.runtime.flink_cluster import PROMETHEUS_PORTS, FlinkCluster, prometheus_reporter
@@ -178,28 +179,31 @@ def _up(args: argparse.Namespace) -> int:
         rest_port=ports.flink_rest_port if args.rest_port is None else args.rest_port,
         rpc_port=ports.flink_rpc_port if args.rpc_port is None else args.rpc_port,
         conf={**storage.conf, **lineage, **metrics},
-        env={**storage.env(), **lineage_env},
+        env=lineage_env,
         lib_jars=lib_jars,
         secret_variable=is_secret_key,
     )
     if cluster.running():
         print(f"already running: {cluster.rest_url} (stop it first to change its settings: make cluster-down)")
     else:
-        profile = storage.profile
-        if profile:
+        if CREDENTIAL_COMMAND in storage.conf:
+            catalog_env = (args.profile_dir or settings.home / "aws").resolve() / "lakeflow-catalog.env"
             print(
-                f"lakeflow flink up: wrote AWS profile {profile.name} to {profile.credentials_file} "
-                f"(catalog settings in {profile.env_file}, mode 0600)",
+                f"lakeflow flink up: catalog settings for the tables' credentials in {catalog_env} (mode 0600)",
                 file=sys.stderr,
             )
             note = renewal_note(settings)
             if note:
                 print(f"lakeflow flink up: {note}", file=sys.stderr)
         cluster.start()
-        via = f", credentials through AWS profile {profile.name}" if profile else ""
+        via = (
+            ", each S3 table through its own filesystem (lakeflow-s3: its own vended credentials)"
+            if CREDENTIAL_COMMAND in storage.conf
+            else ""
+        )
         print(
             f"Flink cluster up: {cluster.rest_url} (FLINK_CONF_DIR={cluster.conf_dir}; "
-            f"{len(storage.conf)} fs.s3a.* settings for {storage.handle.location}{via})"
+            f"{len(storage.conf)} storage settings for {storage.handle.location}{via})"
         )
         if metrics_port is not None:
             print(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from lakeflow.catalog.base import TableHandle, TableIdent
 from lakeflow.ingest.kafka import KafkaInput, dead_letter_location
+from lakeflow.ingest.storage import table_filesystem_uri
 from lakeflow.lineage import datasets
 from lakeflow.schema import TableSchema
 from lakeflow.settings import Settings
@@ -34,15 +35,24 @@ class TableWrite:
     stream: Stream
     ident: TableIdent
     location: str
+    vended: bool = False  # the catalog vends its storage credentials: written through its own filesystem
 
     @classmethod
     def of(cls, stream: Stream, handle: TableHandle) -> TableWrite:
         """``stream`` into its loaded raw table ``handle``."""
-        return cls(stream, handle.ident, handle.location.rstrip("/"))
+        return cls(stream, handle.ident, handle.location.rstrip("/"), handle.storage.has_keys)
 
     @property
     def schema(self) -> TableSchema:
         return self.stream.schema
+
+    @property
+    def sink_location(self) -> str:
+        """Where the sink writes: a table with vended credentials on S3 through its own filesystem,
+        ``lakeflow-s3://<namespace>.<table>@<bucket>/<key>`` (:mod:`lakeflow.ingest.storage`), else the location."""
+        if not self.vended:
+            return self.location
+        return table_filesystem_uri(self.location, self.ident.namespace, self.ident.name)
 
     @property
     def sink_name(self) -> str:

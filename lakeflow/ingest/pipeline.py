@@ -26,6 +26,7 @@ from pyflink.util.java_utils import to_jarray
 from lakeflow.ingest import IngestError, kafka, sensors
 from lakeflow.ingest.flink_types import sql_fields
 from lakeflow.ingest.job import IngestJob, TableWrite
+from lakeflow.ingest.kafka import dead_letter_location
 from lakeflow.ingest.progress import PartFiles, ProgressWatcher, Summary
 from lakeflow.ingest.sink import add_jvm_helpers, dead_letter_sink, json_array_sink, table_lineage
 from lakeflow.lineage import datasets
@@ -86,7 +87,9 @@ def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
 def _sink(records: DataStream, job: IngestJob, table: TableWrite) -> None:
     """``table``'s part files, declaring the table to Flink's native lineage (its identity and declared fields)."""
     lineage = table_lineage(table.parameters(job.catalog, job.catalog_uri), sql_fields(table.schema))
-    records.sink_to(json_array_sink(table.location, lineage)).name(table.sink_name).uid(f"lakeflow-sink-{table.ident}")
+    records.sink_to(json_array_sink(table.sink_location, lineage)).name(table.sink_name).uid(
+        f"lakeflow-sink-{table.ident}"
+    )
 
 
 def _build_kafka(env: StreamExecutionEnvironment, job: IngestJob, source: kafka.KafkaInput) -> None:
@@ -127,7 +130,9 @@ def _build_kafka(env: StreamExecutionEnvironment, job: IngestJob, source: kafka.
     )
     for i, table in enumerate(job.tables):
         _sink(DataStream(router.readingsOf(routed, i)), job, table)
-        DataStream(router.deadLettersOf(routed, i)).sink_to(dead_letter_sink(table.dead_letters)).name(
+        DataStream(router.deadLettersOf(routed, i)).sink_to(
+            dead_letter_sink(dead_letter_location(table.sink_location))
+        ).name(
             f"{datasets.SINK_NAME_PREFIX}[{table.dead_letters}]"  # declared: the harvest shows it as an output
         ).uid(f"lakeflow-dead-letters-{table.ident}")
 

@@ -1,20 +1,21 @@
 """Where the part files go: the filesystem a location needs, and how the JVM whose TaskManager
-writes the files gets the table's S3A settings and credentials.
+writes the files gets each table's S3A settings and credentials.
 
-Flink's filesystems read their configuration once, when a process initialises them — a
-TaskManager at start, from its ``config.yaml``; a job's own configuration never reaches them.
-So: an in-process MiniCluster (``make run``) gets ``fs.s3a.*`` (vended credentials included)
-through :func:`configure_filesystems` before the job starts; a standalone cluster
-(``lakeflow flink up``) gets keyless ``fs.s3a.*`` in its ``config.yaml`` — S3A's
-profile credentials provider — and starts with the table's AWS profile in its environment, whose
-``credential_process`` re-vends before expiry (:mod:`lakeflow.aws_profile`). No key goes into
-``config.yaml``, whose properties Flink logs at start. Either way no credential appears in the
-job configuration, a command line or a log.
+A credential belongs to a table, never to a process: on S3 each table is written through a filesystem
+of its own, the ``lakeflow-s3`` scheme (``lakeflow.flink.fs``, java/; installed beside Flink's
+``flink-s3-fs-hadoop`` in its plugin folder): ``lakeflow-s3://<namespace>.<table>@<bucket>/<key>``.
+Flink caches a filesystem per scheme and authority, so each table gets its own instance, which vends
+that table's credentials (``lakeflow credential-process``, :data:`CREDENTIAL_COMMAND`) and re-vends
+them halfway to expiry. The process's configuration carries only keyless ``fs.s3a.*`` settings
+(endpoint, path style) and that command: an in-process MiniCluster (``make run``) gets them through
+:func:`configure_filesystems`, a standalone cluster (``lakeflow flink up``) in its ``config.yaml``. No
+key goes into a configuration file, the job configuration, a command line or a log.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +28,7 @@ from lakeflow.settings.process import process_environment
 from lakeflow.uris import S3_SCHEMES
 
 if TYPE_CHECKING:
-    from lakeflow.aws_profile import AwsProfile
     from lakeflow.catalog.base import TableHandle
-    from lakeflow.credentials import S3ASettings
-    from lakeflow.ingest.job import TableWrite
     from lakeflow.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -51,6 +49,7 @@ def require_filesystem(location: str) -> None:
 
         folder = flink_plugins_dir()
         if jars.flink_plugin_installed(folder):
+            install_table_filesystem(folder)
             return
         if process_environment("FLINK_PLUGINS_DIR").flink_plugins_dir:
             raise IngestError(
@@ -61,6 +60,7 @@ def require_filesystem(location: str) -> None:
         try:
             log.info("the table is on S3: installing Flink's %s plugin into %s", S3_PLUGIN, folder)
             jars.install_flink_plugin(folder)
+            install_table_filesystem(folder)
         except (jars.JarsUnavailable, OSError) as exc:  # OSError: a read-only site-packages
             raise IngestError(
                 f"the table location {location} is on S3, but Flink has no {S3_PLUGIN} plugin in "
@@ -71,12 +71,53 @@ def require_filesystem(location: str) -> None:
     raise IngestError(f"the table location {location!r} has scheme {scheme!r}: expected file:// or s3:// (s3a://)")
 
 
+def install_table_filesystem(plugins: Path) -> None:
+    """Put the helpers jar (its ``lakeflow-s3`` filesystem factory) into the S3 plugin's folder under
+    ``plugins``, beside flink-s3-fs-hadoop whose S3 filesystem it configures per table; replaced when
+    it differs (a new build)."""
+    import filecmp
+    import shutil
+
+    from lakeflow.ingest.helpers_jar import JAR_NAME, jar_path
+    from lakeflow.runtime.jars import PLUGIN_FOLDER
+
+    source, target = jar_path(), plugins / PLUGIN_FOLDER / JAR_NAME
+    if target.is_file() and filecmp.cmp(source, target, shallow=False):
+        return
+    try:
+        tmp = target.with_name(f".{target.name}.tmp")
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
+    except OSError as exc:
+        raise IngestError(
+            f"cannot put {source.name} into {target.parent} (the lakeflow-s3 filesystem, one per table): {exc}"
+        ) from None
+
+
+def table_filesystem_uri(location: str, namespace: Sequence[str], table: str) -> str:
+    """The URI through which the sink writes ``location``: on S3 the table's own filesystem,
+    ``lakeflow-s3://<namespace>.<table>@<bucket>/<key>``; any other location as it is."""
+    parsed = urlparse(location)
+    if parsed.scheme not in S3_SCHEMES:
+        return location
+    return f"{TABLE_SCHEME}://{'.'.join((*namespace, table))}@{parsed.netloc}{parsed.path}"
+
+
+def table_filesystems(s3a: Mapping[str, str], command: str | None = None) -> dict[str, str]:
+    """A process's configuration for writing S3 tables each through its own filesystem: ``s3a``'s
+    settings without keys or credential provider (endpoint, path style, region), and the command that
+    vends one table's credentials (default: this environment's ``lakeflow``)."""
+    keyless = {k: v for k, v in s3a.items() if k not in CREDENTIAL_KEYS and k not in CREDENTIAL_SETTINGS}
+    return {**keyless, CREDENTIAL_COMMAND: command or f"{Path(sys.executable).parent / 'lakeflow'}"}
+
+
 def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: bool) -> None:
-    """Give the TaskManagers that write an S3 ``location`` its ``fs.s3a.*`` settings: with an
-    ``in_process`` MiniCluster, initialise this JVM's filesystems with them (and the plugins
-    folder). A cluster's TaskManagers have theirs from their config.yaml: under ``flink run``,
-    check that the cluster's configuration can write the table (:func:`check_cluster`) before
-    anything is submitted. Nothing for file://."""
+    """Give the TaskManagers that write an S3 ``location`` the keyless settings of the tables' own
+    filesystems (:func:`table_filesystems` of the table's ``s3a``): with an ``in_process``
+    MiniCluster, initialise this JVM's filesystems with them (and the plugins folder). A cluster's
+    TaskManagers have theirs from their config.yaml: under ``flink run``, check that the cluster's
+    configuration can write the table (:func:`check_cluster`) before anything is submitted. Nothing
+    for file://."""
     if urlparse(location).scheme not in S3_SCHEMES:
         return
     if not in_process:
@@ -93,24 +134,10 @@ def configure_filesystems(location: str, s3a: Mapping[str, str], *, in_process: 
 
     jvm = get_gateway().jvm
     conf = jvm.org.apache.flink.configuration.Configuration()
-    for key, value in s3a.items():
+    for key, value in table_filesystems(s3a).items():
         conf.setString(key, value)
     plugins = jvm.org.apache.flink.core.plugin.PluginUtils.createPluginManagerFromRootFolder(conf)
     jvm.org.apache.flink.core.fs.FileSystem.initialize(conf, plugins)
-
-
-def one_filesystem(vended: Sequence[S3ASettings], tables: Sequence[TableWrite]) -> S3ASettings:
-    """The S3A settings the job's filesystem is given: those of its one table on S3 (the first
-    table's when none is on S3). Several tables on S3 would share one filesystem, and so one
-    table's credentials: refused, until each table gets a filesystem of its own (docs/ingestion.md)."""
-    on_s3 = [i for i, t in enumerate(tables) if urlparse(t.location).scheme in S3_SCHEMES]
-    if len(on_s3) > 1:
-        raise IngestError(
-            f"{len(on_s3)} tables on S3 in one job ({', '.join(str(tables[i].ident) for i in on_s3[:3])}…): "
-            "a TaskManager's S3 filesystem holds one table's credentials, so one job writes one S3 table for "
-            "now; run a pipeline of one stream per job (docs/ingestion.md, 'A fleet')"
-        )
-    return vended[on_s3[0] if on_s3 else 0]
 
 
 # Settings through which a Flink process's S3 filesystem gets credentials (Flink mirrors ``s3.*``
@@ -124,6 +151,9 @@ CREDENTIAL_SETTINGS = (
     "s3.access.key",
 )
 ENDPOINT_SETTINGS = ("fs.s3a.endpoint", "s3.endpoint")
+CREDENTIAL_KEYS = ("fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token", "s3.secret-key", "s3.secret.key")
+TABLE_SCHEME = "lakeflow-s3"  # java/lakeflow/flink/fs/TableFileSystemFactory.java
+CREDENTIAL_COMMAND = "lakeflow.fs.credential-command"  # … its configuration key
 
 
 def cluster_configuration() -> tuple[dict[str, str], str]:
@@ -186,6 +216,11 @@ def check_cluster(location: str, s3a: Mapping[str, str], conf: Mapping[str, str]
             f"{where} cannot write {location}: its S3 endpoint is "
             f"{have or 'not set (AWS S3)'}, the table's is {wanted}; {fix}"
         )
+    if not conf.get(CREDENTIAL_COMMAND):
+        raise IngestError(
+            f"{where} cannot write {location} through the table's own filesystem: its configuration has no "
+            f"{CREDENTIAL_COMMAND}; {fix}"
+        )
     if not any(conf.get(k) for k in CREDENTIAL_SETTINGS):
         log.warning(
             "%s names no S3 credentials for %s (no fs.s3a.aws.credentials.provider or keys): its "
@@ -199,27 +234,24 @@ def check_cluster(location: str, s3a: Mapping[str, str], conf: Mapping[str, str]
 
 @dataclass(frozen=True)
 class ClusterStorage:
-    """What a standalone cluster needs to write a table: ``conf`` for its config.yaml (keyless
-    ``fs.s3a.*``) and the AWS ``profile`` its processes start with (none for file://, nor when
-    the catalog vends no keys: then the processes' own AWS credentials apply)."""
+    """What a standalone cluster needs to write the pipeline's tables: ``conf`` for its config.yaml
+    (keyless ``fs.s3a.*`` and the command that vends each table's credentials to its own
+    filesystem; none for file://, nor the command when the catalog vends no keys: then the
+    processes' own AWS credentials apply). ``handle``: the first stream's table, which it checked."""
 
     handle: TableHandle
     conf: dict[str, str] = field(default_factory=dict)
-    profile: AwsProfile | None = None
-
-    def env(self) -> dict[str, str]:
-        """Environment for the cluster's processes: the profile's ``AWS_*`` variables."""
-        return self.profile.env() if self.profile else {}
 
 
 def cluster_storage(settings: Settings, profile_dir: Path) -> ClusterStorage:
-    """The table of the pipeline's first stream (registered if need be, loaded with vended credentials)
-    and, for S3, its AWS profile written under ``profile_dir`` with the keyless settings that read it."""
-    from lakeflow.aws_profile import catalog_settings, refreshing, write_profile
+    """The pipeline's first table (registered if need be, loaded with vended credentials) and, for S3,
+    the keyless settings of the tables' own filesystems, whose credential command reads the catalog
+    settings from a private file under ``profile_dir``."""
+    from lakeflow.aws_profile import catalog_command, catalog_settings
     from lakeflow.catalog import open_catalog
     from lakeflow.streams import load_pipeline
 
-    first = next(iter(load_pipeline(settings).streams()), None)  # the S3 table of a job (one_filesystem)
+    first = next(iter(load_pipeline(settings).streams()), None)
     namespace, table = (first.namespace, first.table) if first else (settings.namespace, settings.table)
     with open_catalog(settings) as catalog:
         catalog.register(namespace, table)
@@ -230,5 +262,5 @@ def cluster_storage(settings: Settings, profile_dir: Path) -> ClusterStorage:
     s3a = handle.s3a(settings.s3_endpoint)
     if not handle.storage.has_keys:
         return ClusterStorage(handle, s3a.flink())
-    profile = write_profile(profile_dir, namespace, table, catalog_settings(settings, handle.ident.warehouse))
-    return ClusterStorage(handle, refreshing(s3a).flink(), profile)
+    command = catalog_command(profile_dir, catalog_settings(settings, handle.ident.warehouse))
+    return ClusterStorage(handle, table_filesystems(s3a.flink(), command))

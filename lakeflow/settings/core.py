@@ -256,7 +256,8 @@ def load_settings(
     over ``env_file`` (default ``$LAKEFLOW_ENV_FILE`` or ``./.env.local``). The catalog is Lakekeeper
     when LAKEKEEPER or WAREHOUSE_ID is set, else the embedded local catalog; ``local`` forces it."""
     environ = os.environ if env is None else env
-    values = {**overlay(environ, env_file or default_env_file(environ)), **(overrides or {})}
+    merged = {**overlay(environ, env_file or default_env_file(environ)), **(overrides or {})}
+    values = {k: v for k, v in merged.items() if v}  # an override of "" unsets the variable
     chosen = "LAKEKEEPER" in values or "WAREHOUSE_ID" in values
     catalog = "local" if local or (local is None and not chosen) else "lakekeeper"
     return load(

@@ -282,10 +282,9 @@ def tm_kill_s3(workdir: Path, *, kills: int = 10, records: int = 7500, batch: in
                 catalog_env = env_for(lakekeeper, LAKEFLOW_HOME=str(home))
                 storage = cluster_storage(load_settings(catalog_env), home / "aws")  # as `lakeflow flink up`
                 location = storage.handle.location
-                progress(result.name, f"table at {location}; cluster with AWS profile "
-                                      f"{storage.profile.name if storage.profile else None}")
+                progress(result.name, f"table at {location}; each table through its own filesystem")
                 cluster = FlinkCluster(workdir / "cluster", rest_port=free_port(), rpc_port=free_port(),
-                                       conf={**HEARTBEATS, **storage.conf}, env=storage.env(), secret_variable=is_secret_key)
+                                       conf={**HEARTBEATS, **storage.conf}, secret_variable=is_secret_key)
                 cluster.start()
                 env = _job_env(cluster, home, records, batch, interval_ms, **catalog_env)
                 _, done, failures_seen = _kill_during_run(result, cluster, env, workdir, kills=kills, rnd=rnd)

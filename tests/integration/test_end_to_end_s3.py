@@ -83,8 +83,8 @@ def test_register_ingest_compact_harvest_is_one_lineage_on_s3(moto_iam, make_fli
 
         # 2. flink run of the packaged job on a cluster holding the table's settings
         storage = cluster_storage(load_settings(env), tmp_path / "aws")  # what `lakeflow flink up` does
-        assert storage.handle.location == location and storage.profile is not None
-        cluster = make_flink_cluster(conf=storage.conf, env=storage.env())
+        assert storage.handle.location == location and "lakeflow.fs.credential-command" in storage.conf
+        cluster = make_flink_cluster(conf=storage.conf)
         job_env = {**{k: v for k, v in env.items() if not k.startswith("FLINK_")},
                    "NUM_SENSORS": str(NUM_SENSORS), "NUM_RECORDS": str(NUM_RECORDS), "BATCH_SIZE": "50",
                    "BATCH_INTERVAL_MS": "300", "LAKEFLOW_JAR": str(ROOT / "build" / "lakeflow-flink.jar")}

@@ -157,3 +157,45 @@ def test_one_job_and_one_compactor_serve_every_stream(plant: Path, kafka_broker:
     status = {s["stream"]: s for s in json.loads(proc.stdout)["streams"]}
     assert status["vibration"]["rows"] == 25 and status["meters_hall01"]["rows"] == 20
     assert status["meters_hall01"]["pending_files"] == 1
+
+
+def test_on_s3_each_table_is_written_with_its_own_credentials_only(make_lakekeeper, moto_strict, tmp_path: Path):
+    """Three streams on S3 with IAM enforced (moto), one job: each table written through its own
+    filesystem holding its own vended credentials, which S3 refuses on the other tables' prefixes."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    from lakeflow.catalog.lakekeeper import LakekeeperCatalog
+    from lakeflow.credentials import to_s3a
+    from tests.integration.test_ingest_s3 import assert_no_secret, job_env
+    from tests.support.fixtures_lakekeeper import settings_for
+
+    lakekeeper = make_lakekeeper(s3=moto_strict)
+    default_schema = ROOT / "lakeflow" / "schema" / "sensor-reading.schema.json"
+    (tmp_path / "pipeline.toml").write_text("".join(
+        f'[[streams]]\nname = "{name}"\nschema = "{default_schema}"\n\n' for name in ("line-a", "line-b", "line-c")))
+    env = job_env(lakekeeper, tmp_path, PIPELINE=str(tmp_path / "pipeline.toml"), NUM_RECORDS="300",
+                  BATCH_SIZE="100", BATCH_INTERVAL_MS="400")
+    env.pop("TABLE", None)  # the pipeline names the tables
+    proc = run([INGEST_PY, str(JOB), "--parallelism", "1"], env, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
+    assert_no_secret(lakekeeper, {"stdout": proc.stdout, "stderr": proc.stderr})
+
+    catalog = LakekeeperCatalog.from_settings(settings_for(lakekeeper))
+    handles = {name: catalog.load(("iot",), name, vended=True) for name in ("line-a", "line-b", "line-c")}
+    owner = lakekeeper.warehouse.s3.client("s3")  # Lakekeeper's own storage credential: sees everything
+    for name, handle in handles.items():
+        bucket, _, prefix = handle.location.removeprefix("s3://").partition("/")
+        keys = [o["Key"] for o in owner.list_objects_v2(Bucket=bucket, Prefix=prefix + "/").get("Contents", [])]
+        readings = [r for k in keys for r in json.loads(owner.get_object(Bucket=bucket, Key=k)["Body"].read())]
+        assert sorted(r["seq"] for r in readings) == list(range(300)), name
+        assert f"→ {handle.location}" in proc.stdout
+    for name, handle in handles.items():  # each table's credentials write its prefix, and no other table's
+        s3 = boto3.client("s3", **to_s3a(handle.storage).boto3())
+        bucket, _, prefix = handle.location.removeprefix("s3://").partition("/")
+        s3.put_object(Bucket=bucket, Key=f"{prefix}/_probe.json", Body=b"[]")
+        for other, other_handle in handles.items():
+            if other != name:
+                _, _, other_prefix = other_handle.location.removeprefix("s3://").partition("/")
+                with pytest.raises(ClientError, match="AccessDenied"):
+                    s3.put_object(Bucket=bucket, Key=f"{other_prefix}/2026-01-01--00/part-x-0-0.json", Body=b"[]")

@@ -6,8 +6,8 @@ Three routes, each a bounded run of the real job: (a) ``python jobs/sensor_inges
 in-process MiniCluster (``make run``; vended keys given to that JVM's filesystems), (b) ``flink
 run`` of the packaged job against a standalone cluster started with the table's storage settings
 (:func:`lakeflow.ingest.storage.cluster_storage`), and (c) ``lakeflow flink up``'s
-cluster, whose AWS SDK re-vends through the table's AWS profile while the job runs on credentials
-that really expire (``tests/standins/s3_expiry_proxy.py`` refuses expired session tokens). After each:
+cluster, whose TaskManagers write the table through its own filesystem (``lakeflow-s3``), which
+re-vends the table's credentials while the job runs on credentials that really expire (``tests/standins/s3_expiry_proxy.py`` refuses expired session tokens). After each:
 every reading (run_id, seq) exactly once in committed objects that are each one JSON array, in
 the hour buckets of the run (``tests/support/sink_layout.py``), no hidden or in-progress object, no multipart upload left open, the location named as ``s3://``, no
 secret in the output. A cluster that cannot write the table is refused before submission.
@@ -207,7 +207,7 @@ def test_flink_run_on_a_cluster_holding_the_tables_settings(make_lakekeeper, mot
     storage = cluster_storage(settings, tmp_path / "aws")  # what `lakeflow flink up` starts with
     location = storage.handle.location
     # the daemons with a bare Python first on PATH: the job brings its environment (-pyarch)
-    cluster = make_flink_cluster(conf=storage.conf, env=storage.env(), python=bare_venv(tmp_path))
+    cluster = make_flink_cluster(conf=storage.conf, python=bare_venv(tmp_path))
     started = time.time()
     done = cluster.flink(packaged_job_args("--parallelism", "2"), env=job_env(lakekeeper, tmp_path), timeout=600)
     output = done.stdout + done.stderr
@@ -245,10 +245,9 @@ def test_flink_run_to_a_cluster_without_the_tables_settings_is_refused(make_lake
 def test_cluster_up_keeps_writing_past_the_credentials_expiry(make_lakekeeper, s3_expiring, packaged, tmp_path: Path):
     """STS credentials that really expire LIFETIME s after they are issued (the proxy in front of moto
     refuses an expired session token, as S3 does), handed out again unchanged for half of it (as
-    Lakekeeper caches them): the TaskManager's AWS SDK (v1, S3A's ProfileCredentialsProvider) re-runs
-    the profile's credential process SDK_BUFFER_S before expiry, past the cache's half-life as with any
-    real STS lifetime (>= 900 s), gets new ones — counted at the stand-in — and never sends an
-    expired token."""
+    Lakekeeper caches them): the table's own filesystem in the TaskManager (``lakeflow-s3``) re-runs
+    ``lakeflow credential-process`` halfway through the time its credentials have left, past the
+    cache's half-life, gets new ones — counted at the stand-in — and never sends an expired token."""
     lifetime = 2 * SDK_BUFFER_S + 6
     lakekeeper = make_lakekeeper(s3=s3_expiring.account)
     lakekeeper.warehouse.sts_validity_s = lifetime

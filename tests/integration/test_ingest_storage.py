@@ -17,14 +17,14 @@ from lakeflow.runtime.jars import flink_version
 from tests.unit.test_ingest import START, part  # noqa: F401 (fixtures, constants)
 
 
-def test_a_cluster_for_an_s3_table_gets_keyless_settings_and_the_table_profile(
+def test_a_cluster_for_an_s3_table_gets_keyless_settings_and_the_credential_command(
         lakekeeper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import stat
 
     import yaml
 
-    from lakeflow.aws_profile import CREDENTIAL_KEYS, PROVIDERS
-    from lakeflow.ingest.storage import cluster_storage
+    from lakeflow.aws_profile import CREDENTIAL_KEYS
+    from lakeflow.ingest.storage import CREDENTIAL_COMMAND, cluster_storage
     from lakeflow.runtime.flink_cluster import FlinkCluster
     from lakeflow.secret import is_secret_key
     from tests.support.fixtures_lakekeeper import settings_for as lakekeeper_settings
@@ -39,20 +39,19 @@ def test_a_cluster_for_an_s3_table_gets_keyless_settings_and_the_table_profile(
     jar.write_bytes(b"PK")
     storage = cluster_storage(settings, tmp_path / "aws")
     assert storage.handle.location.startswith("s3://") and lakekeeper.vended_access_keys
-    assert storage.conf["fs.s3a.aws.credentials.provider"] == PROVIDERS["v1"]
+    assert "fs.s3a.aws.credentials.provider" not in storage.conf  # each table's filesystem has its own
     assert storage.conf["fs.s3a.endpoint"] == lakekeeper.warehouse.s3.endpoint.rstrip("/")
     assert not CREDENTIAL_KEYS & set(storage.conf)
-    profile = storage.profile
-    assert profile is not None and profile.name == "lakeflow.iot.sensor-readings"
-    assert profile.credentials_file == (tmp_path / "aws" / "credentials").resolve()
-    assert f"TOKEN='{lakekeeper.token}'" in profile.env_file.read_text()
-    cluster = FlinkCluster(tmp_path / "cluster", conf=storage.conf, env=storage.env(), secret_variable=is_secret_key)
-    assert {k: cluster.env()[k] for k in profile.env()} == profile.env()
+    env_file = (tmp_path / "aws" / "lakeflow-catalog.env").resolve()
+    assert f"LAKEFLOW_ENV_FILE={env_file}" in storage.conf[CREDENTIAL_COMMAND]
+    assert f"TOKEN='{lakekeeper.token}'" in env_file.read_text() and stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    assert (jar.parent / "lakeflow-flink.jar").is_file()  # the lakeflow-s3 filesystem beside the S3 plugin
+    cluster = FlinkCluster(tmp_path / "cluster", conf=storage.conf, secret_variable=is_secret_key)
     cluster.write_conf()
     written = cluster.conf_dir / "config.yaml"
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
     text = written.read_text()
-    assert yaml.safe_load(text)["fs.s3a.aws.credentials.provider"] == PROVIDERS["v1"]
+    assert yaml.safe_load(text)[CREDENTIAL_COMMAND] == storage.conf[CREDENTIAL_COMMAND]
     for secret in lakekeeper.vended_secrets + lakekeeper.vended_access_keys + [lakekeeper.token]:
         assert secret not in text
 
@@ -69,11 +68,11 @@ def test_a_cluster_for_an_s3_table_without_vended_keys_gets_no_profile(
     jar.touch()
     monkeypatch.setenv("FLINK_PLUGINS_DIR", str(jar.parent.parent))
     storage = cluster_storage(lakekeeper_settings(lakekeeper, LAKEFLOW_HOME=str(tmp_path)), tmp_path / "aws")
-    assert storage.profile is None and storage.env() == {} and not (tmp_path / "aws").exists()
+    assert not (tmp_path / "aws").exists() and "lakeflow.fs.credential-command" not in storage.conf
     assert "fs.s3a.aws.credentials.provider" not in storage.conf and storage.conf["fs.s3a.endpoint"]
 
 
-def test_cluster_up_prints_the_profile_and_the_static_token_note(
+def test_cluster_up_prints_the_catalog_settings_file_and_the_static_token_note(
         lakekeeper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     """The command's wiring, with the start replaced by writing the configuration (the real
     cluster: tests/integration/test_secrets.py)."""
@@ -91,15 +90,13 @@ def test_cluster_up_prints_the_profile_and_the_static_token_note(
     monkeypatch.setattr(FlinkCluster, "start", lambda self, timeout=90.0: started.append(self) or self.write_conf())
     assert main(["flink", "up", "--home", str(tmp_path / "cluster"), "--rest-port", "1"]) == 0
     out, err = capsys.readouterr()
-    name = "lakeflow.iot.sensor-readings"
-    credentials = tmp_path / "home" / "aws" / "credentials"
-    assert f"wrote AWS profile {name} to {credentials}" in err
+    catalog_env = tmp_path / "home" / "aws" / "lakeflow-catalog.env"
+    assert f"catalog settings for the tables' credentials in {catalog_env}" in err
     assert "note: a static TOKEN cannot be renewed" in err
-    assert out.startswith("Flink cluster up: http://localhost:1 ") and f"through AWS profile {name})" in out
-    assert started[0].env()["AWS_PROFILE"] == name
-    assert started[0].env()["AWS_CREDENTIAL_PROFILES_FILE"] == str(credentials)
+    assert out.startswith("Flink cluster up: http://localhost:1 ") and "each S3 table through its own filesystem" in out
+    assert "AWS_PROFILE" not in started[0].env()
     config = (tmp_path / "cluster" / "conf" / "config.yaml").read_text()
-    assert "ProfileCredentialsProvider" in config and "fs.s3a.access.key" not in config
+    assert f"LAKEFLOW_ENV_FILE={catalog_env}" in config and "fs.s3a.access.key" not in config
     for secret in lakekeeper.vended_secrets + lakekeeper.vended_access_keys + [lakekeeper.token]:
         assert secret not in out + err + config
 
