@@ -13,7 +13,7 @@ time every message.
 - :class:`PartProbe`: polls the raw table's committed part files (new ones only) and reads the numbers
   in them. :class:`SnapshotProbe`: reads each new compaction snapshot of the Iceberg table — only the
   data files it added, only the number column — never the whole table.
-- :class:`MetricSampler`: scrapes the compactor's ``lakeflow_end_to_end_lag_seconds``;
+- :class:`MetricSampler`: scrapes the compactor's ``lakeflow_end_to_end_lag_seconds`` of one table;
   :class:`StatusSampler`: runs ``lakeflow status --json``; both compared with the probes' own figure
   (now minus the newest send time visible in the table) by :func:`agreement`.
 - :class:`Compactor`: ``lakeflow -v compact --every …`` in its own process group: its run lines (duration,
@@ -330,20 +330,22 @@ class SnapshotProbe(Poller):
 
 
 class MetricSampler(Poller):
-    """``lakeflow_end_to_end_lag_seconds`` scraped from the compactor's /metrics: (t before, t after, value)."""
+    """``lakeflow_end_to_end_lag_seconds`` of ``table`` (``namespace.table``, the series' label) scraped
+    from the compactor's /metrics: (t before, t after, value)."""
 
     NAME = "lakeflow_end_to_end_lag_seconds"
 
-    def __init__(self, port: int, period_s: float = 2.0) -> None:
+    def __init__(self, port: int, table: str, period_s: float = 2.0) -> None:
         super().__init__(period_s, "metric-sampler")
         self.url = f"http://127.0.0.1:{port}/metrics"
+        self.series = re.compile(rf'^{self.NAME}\{{table="{re.escape(table)}"\}} (\S+)$', re.M)
         self.samples: list[tuple[float, float, float]] = []
 
     def poll(self) -> None:
         t0 = time.time()
         text = requests.get(self.url, timeout=5).text
         t1 = time.time()
-        found = re.search(rf"^{self.NAME} (\S+)$", text, re.M)
+        found = self.series.search(text)
         if found and found.group(1) != "NaN":
             self.samples.append((t0, t1, float(found.group(1))))
 

@@ -159,7 +159,7 @@ def main() -> int:
             parts = PartProbe(local_parts(Path(settings.home) / "warehouse" / "iot" / "sensor-readings"), messages,
                               tracker)
             snapshots = SnapshotProbe(load_table, messages, tracker)
-            metric, status = MetricSampler(metrics_port), StatusSampler(compact_env)
+            metric, status = MetricSampler(metrics_port, config.target_name), StatusSampler(compact_env)
             samplers = [parts, snapshots, metric, status]
             for s in samplers:
                 s.start()

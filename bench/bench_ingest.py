@@ -33,15 +33,15 @@ from lakeflow.catalog.local import LocalCatalog  # noqa: E402
 from lakeflow.ingest import sensors  # noqa: E402
 from lakeflow.ingest.flink_types import quoted, sql_fields  # noqa: E402
 from lakeflow.ingest.job import IngestJob, TableWrite  # noqa: E402
-from lakeflow.streams import load_pipeline  # noqa: E402
 from lakeflow.schema import load_schema  # noqa: E402
 from lakeflow.settings import load_settings  # noqa: E402
+from lakeflow.streams import load_pipeline  # noqa: E402
 
 
 class Meter:
     """Wall-clock and CPU seconds (the gateway JVM hosting the MiniCluster + this process)."""
 
-    def __enter__(self) -> "Meter":
+    def __enter__(self) -> Meter:
         self.wall, self.cpu = time.monotonic(), self._cpu()
         return self
 
@@ -72,7 +72,7 @@ def lakeflow_job(home: Path, records: int, num_sensors: int, parallelism: int, i
     with Meter() as meter:
         env = pipeline.create_environment(job)
         pipeline.build(env, job)
-        (summary,) = pipeline.execute(env, job, [PartFiles(job.tables[0].location)])
+        (summary,) = pipeline.execute(env, job, [PartFiles(job.tables[0].location)]).summaries
     assert summary.records == records and not summary.uncommitted, summary
     return meter
 

@@ -29,14 +29,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_ingest import Meter, compare  # noqa: E402
-from lakeflow.runtime import jars  # noqa: E402
 from lakeflow.catalog.local import LocalCatalog  # noqa: E402
 from lakeflow.ingest.flink_types import quoted, sql_fields  # noqa: E402
 from lakeflow.ingest.job import IngestJob, TableWrite  # noqa: E402
-from lakeflow.streams import load_pipeline  # noqa: E402
 from lakeflow.ingest.sensors import Generator  # noqa: E402
+from lakeflow.runtime import jars  # noqa: E402
 from lakeflow.schema import load_schema  # noqa: E402
 from lakeflow.settings import load_settings  # noqa: E402
+from lakeflow.streams import load_pipeline  # noqa: E402
 from tests.support.kafka_broker import KafkaBroker, run_kafka  # noqa: E402
 
 
@@ -64,7 +64,7 @@ def lakeflow_job(home: Path, broker: KafkaBroker, topic: str, records: int, para
     with Meter() as meter:
         env = pipeline.create_environment(job)
         pipeline.build(env, job)
-        (summary,) = pipeline.execute(env, job, [PartFiles(job.tables[0].location)])
+        (summary,) = pipeline.execute(env, job, [PartFiles(job.tables[0].location)]).summaries
     assert summary.records == records and not summary.uncommitted, summary
     return meter
 

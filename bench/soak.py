@@ -346,7 +346,7 @@ def main() -> int:
         broker.create_topic(TOPIC, partitions=2)
         rest_port, rpc_port, metrics_port = free_ports(3)
         cluster = soak.cluster = FlinkCluster(work / "cluster", rest_port=rest_port, rpc_port=rpc_port,
-                                              conf={**HEARTBEATS, **storage.conf, **PRE_TOUCH}, env=storage.env(),
+                                              conf={**HEARTBEATS, **storage.conf, **PRE_TOUCH},
                                               secret_variable=is_secret_key)
         cluster.start()
         stack.callback(cluster.stop)
@@ -376,7 +376,7 @@ def main() -> int:
 
         soak.parts = PartProbe(s3_parts(admin.client("s3"), location), messages, tracker, period_s=2.0)
         soak.snapshots = SnapshotProbe(load_table, messages, tracker, period_s=2.0)
-        metric = MetricSampler(metrics_port, period_s=5.0)
+        metric = MetricSampler(metrics_port, config.target_name, period_s=5.0)
         pollers = [soak.parts, soak.snapshots, metric]
         for p in pollers:
             p.start()

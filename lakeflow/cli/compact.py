@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakeflow.cli.main import EXIT_ERROR, run_command
 from lakeflow.cli.output import shown
@@ -41,6 +42,10 @@ from lakeflow.compaction.config import (
     metrics_export,
     schedule,
 )
+
+if TYPE_CHECKING:
+    from lakeflow.compaction.continuous import Served
+    from lakeflow.compaction.metrics import CompactorMetrics
 
 Pipeline = Callable[[CompactConfig], int]
 
@@ -261,14 +266,8 @@ def _compact(args: argparse.Namespace) -> int:
         return 0
     launch = spark_options(args.master, args.spark_conf, args.jars)
     export = metrics_export(service)
-    streams = stream_periods(options)
-    if (export.port is not None or export.textfile or export.pushgateway) and len(streams()) > 1:
-        print(
-            "lakeflow compact: the metrics follow one table: with a pipeline of several streams, run one "
-            "service per stream (--stream NAME) to export them",
-            file=sys.stderr,
-        )
-        return EXIT_ERROR
+    streams = served_streams(options)
+    report = args.report.resolve() if args.report else None
     if every is not None:
         from lakeflow.compaction.continuous import run_forever
         from lakeflow.compaction.metrics import MetricsPortUnavailable
@@ -281,58 +280,89 @@ def _compact(args: argparse.Namespace) -> int:
             return run_once(chosen, launch, on_commit)
 
         try:
-            return run_forever(every, tick, streams, args.report.resolve() if args.report else None, export.port)
+            return run_forever(every, tick, streams, report, export.port)
         except MetricsPortUnavailable as exc:
             print(f"lakeflow compact: {exc}", file=sys.stderr)
             return EXIT_ERROR
+    code = run_pass(streams(), options, launch, report, export)
+    if code == 0:
+        print("\n".join(next_steps()), flush=True)
+    return code
+
+
+def served_streams(options: CompactOptions) -> Callable[[], list[Served]]:
+    """The streams a run or the service compacts, each with its Iceberg table and own period (None:
+    the service's): the one ``--stream`` names, or without a pipeline file the settings' stream (None),
+    its table resolved here; else every stream of the pipeline whose raw table exists, listed afresh
+    on each call."""
+    from lakeflow.compaction.continuous import Served
+
+    if options.stream is None:
+        from lakeflow.compaction.streams import pipeline_streams
+        from lakeflow.settings import load_settings
+        from lakeflow.streams import load_pipeline
+
+        settings = load_settings(local=True if options.local else None)
+        if settings.pipeline is not None:
+            pipeline = load_pipeline(settings)
+            return lambda: [
+                Served(s.name, s.iceberg_name, s.compact_every_s) for s in pipeline_streams(settings, pipeline)
+            ]
+    one = [Served(options.stream, load_config(options).target_name)]
+    return lambda: one
+
+
+def run_pass(
+    streams: Sequence[Served],
+    options: CompactOptions,
+    launch: Sequence[str],
+    report: Path | None,
+    export: MetricsExport,
+) -> int:
+    """A single run of each of ``streams``, one after the other; the highest exit code. With a textfile or
+    a Pushgateway, every run's figures go into one registry, exported once at the end
+    (:func:`lakeflow.compaction.metrics.export_once`)."""
+    from lakeflow.compaction.launch import JOB
+
+    metrics = None
+    if export.textfile is not None or export.pushgateway is not None:
+        from lakeflow.compaction.metrics import CompactorMetrics
+
+        metrics = CompactorMetrics()
     codes = []
-    for stream, _ in streams():
+    for stream, table, _ in streams:
         chosen = replace(options, stream=stream)
         print(
             f"$ {shlex.join([str(JOB), *job_argv(chosen)])}  (Spark if needed: {shlex.join(launch)})",
             file=sys.stderr,
             flush=True,
         )
-        if export.textfile is None and export.pushgateway is None:
-            codes.append(run_once(chosen, launch))
-        else:
-            codes.append(run_exporting(chosen, launch, args.report.resolve() if args.report else None, export))
+        codes.append(
+            run_once(chosen, launch) if metrics is None else run_recorded(chosen, launch, report, metrics, table)
+        )
     code = max(codes, default=0)
-    if code == 0:
-        print("\n".join(next_steps()), flush=True)
+    if metrics is None:
+        return code
+    from lakeflow.compaction.metrics import export_once
+
+    try:
+        export_once(metrics, export.textfile, export.pushgateway)
+    except OSError as exc:  # the runs' outcome stands; the export's failure is its own error
+        print(f"compact: exporting the run's metrics failed: {exc}", file=sys.stderr)
+        return code or EXIT_ERROR
     return code
 
 
-def stream_periods(options: CompactOptions) -> Callable[[], list[tuple[str | None, float | None]]]:
-    """The streams a run or the service compacts, each with its own period (None: the service's):
-    the one ``--stream`` names; without a pipeline file the settings' stream (None); else every
-    stream of the pipeline whose raw table exists, listed afresh on each call."""
-    if options.stream is not None:
-        return lambda: [(options.stream, None)]
-    from lakeflow.compaction.streams import pipeline_streams
-    from lakeflow.settings import load_settings
-    from lakeflow.streams import load_pipeline
-
-    settings = load_settings(local=True if options.local else None)
-    if settings.pipeline is None:
-        return lambda: [(None, None)]
-    pipeline = load_pipeline(settings)
-    return lambda: [(s.name, s.compact_every_s) for s in pipeline_streams(settings, pipeline)]
-
-
-def run_exporting(options: CompactOptions, launch: Sequence[str], report: Path | None, export: MetricsExport) -> int:
-    """One run, its figures then exported as metrics (:func:`lakeflow.compaction.metrics.export_once`)."""
-    from lakeflow.compaction.metrics import CompactorMetrics, export_once, read_report
+def run_recorded(
+    options: CompactOptions, launch: Sequence[str], report: Path | None, metrics: CompactorMetrics, table: str
+) -> int:
+    """One run, its figures recorded in ``metrics`` as ``table``'s."""
+    from lakeflow.compaction.metrics import read_report
 
     with tempfile.TemporaryDirectory(prefix="lakeflow-compact-") as tmp:
         path = report or Path(tmp) / "report.json"
+        path.unlink(missing_ok=True)  # a run that writes none is not read as the previous stream's
         started = time.monotonic()
         code = run_once(replace(options, report=path), launch)
-        metrics = CompactorMetrics()
-        metrics.record(read_report(path), code, time.monotonic() - started)
-    try:
-        export_once(metrics, export.textfile, export.pushgateway)
-    except OSError as exc:  # the run's outcome stands; the export's failure is its own error
-        print(f"compact: exporting the run's metrics failed: {exc}", file=sys.stderr)
-        return code or EXIT_ERROR
+        metrics.record(table, read_report(path), code, time.monotonic() - started)
     return code

@@ -8,7 +8,7 @@ import argparse
 from dataclasses import asdict, replace
 from typing import Any
 
-from lakeflow.cli.compact import add_maintain_arguments, add_table_arguments, options_of, stream_periods
+from lakeflow.cli.compact import add_maintain_arguments, add_table_arguments, options_of, served_streams
 from lakeflow.cli.output import Output
 from lakeflow.errors import LakeflowError
 
@@ -64,7 +64,7 @@ def _status(args: argparse.Namespace) -> int:
     from lakeflow.compaction.status import fleet_lines, table_status
 
     options = options_of(args)
-    streams = [name for name, _ in stream_periods(options)()]
+    streams = [s.name for s in served_streams(options)()]
     if len(streams) == 1:
         status = table_status(load_config(replace(options, stream=streams[0])))
         Output(args.json).result(status.lines(), status.to_dict())

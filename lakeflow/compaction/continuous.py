@@ -7,12 +7,14 @@ sleeping ends it at once; a second signal stops the process at once. A run refus
 holds the lease (exit 3), or failing (exit 2), is a log line; the next tick tries again. With
 ``maintain_every``, a run that is due also maintains the table, under its own lease (``--maintain``).
 One line per run on stdout: when, files, rows, duration, result. With ``metrics_port``, the runs'
-figures are served for Prometheus (:mod:`lakeflow.compaction.metrics`) until the loop ends.
+figures are served for Prometheus (:mod:`lakeflow.compaction.metrics`), each table's apart, until the
+loop ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import io
 import logging
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 log = logging.getLogger("lakeflow.compaction.continuous")
 
@@ -79,14 +81,23 @@ class StopSignal:
         )
 
 
+class Served(NamedTuple):
+    """A stream the compactor serves: its name (None: the settings' one stream), its Iceberg table
+    (``namespace.table``: its metrics' ``table`` label) and its own period (None: the schedule's)."""
+
+    name: str | None
+    table: str
+    every_s: float | None = None
+
+
 StreamRun = Callable[[str | None, Path, bool, OnCommit], int]  # (stream, report, maintain, on_commit) → exit code
-StreamList = Callable[[], Sequence[tuple[str | None, float | None]]]  # each tick: (stream, its own period)
+StreamList = Callable[[], Sequence[Served]]  # asked each tick
 
 
 def run_forever(
     schedule: Schedule,
     run_once: StreamRun,
-    streams: StreamList = lambda: [(None, None)],
+    streams: StreamList,
     report_path: Path | None = None,
     metrics_port: int | None = None,
 ) -> int:
@@ -94,7 +105,7 @@ def run_forever(
     each tick: a topic pattern's new tables join) every ``schedule.every_s`` (or the stream's own
     period) until a stop signal; returns 0. A stream's failure is its run's line; the others go on.
     Each run's JSON report goes to ``report_path`` (replaced by the next run's) or a temporary file,
-    and its figures into the metrics served on ``metrics_port`` (all interfaces; none when None);
+    and its figures into its table's metrics served on ``metrics_port`` (all interfaces; none when None);
     ``maintain``: whether the run also maintains its table; ``on_commit``: what the run tells its
     report at its commit (the table's newest event time reaches the metrics then)."""
     from lakeflow.compaction.metrics import CompactorMetrics, read_report, serve  # prometheus_client: not for --help
@@ -123,7 +134,9 @@ def run_forever(
                 log.warning("cannot list the streams: %s", exc)
                 listed = []
                 due = {name: tick + schedule.every_s for name in due}
-            for name, every_s in listed:
+            for served in listed:
+                metrics.follow(served.table)  # its series from the first scrape on, its counters at 0
+            for name, table, every_s in listed:
                 if stop.requested or due.get(name, tick) > tick:
                     continue
                 started = time.monotonic()
@@ -135,7 +148,7 @@ def run_forever(
                 stop.running = True
                 metrics.running.set(1)
                 try:
-                    code = _quietly(run_once, name, report, maintain, metrics.committed)
+                    code = _quietly(run_once, name, report, maintain, functools.partial(metrics.committed, table))
                 except Exception:  # an unexpected failure of one run: logged, and the next tick tries again
                     log.exception("compaction run failed")
                     code = 2
@@ -150,7 +163,7 @@ def run_forever(
                 gc.collect()
                 took_s = time.monotonic() - started
                 figures = read_report(report)
-                metrics.record(figures, code, took_s)
+                metrics.record(table, figures, code, took_s)
                 print(run_line(figures, code, took_s, maintain and code == 0, name), flush=True)
             wake = min(due.values(), default=tick + schedule.every_s)
             while not stop.requested and time.monotonic() < wake:

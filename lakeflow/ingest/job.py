@@ -152,6 +152,11 @@ class IngestJob:
     def checkpoint_dir(self) -> Path:
         return self.home / "checkpoints"
 
+    @property
+    def savepoint_dir(self) -> Path:
+        """Where a run restarting with a new topic's table stops with its savepoint."""
+        return (self.home / "savepoints").resolve()
+
     def job_parameters(self) -> dict[str, str]:
         """Global job parameters (GET /jobs/{id}/config → user-config): the run id, and of a job of one
         table that table and its declared schema (title, digest) and the topic of a Kafka-fed run of one

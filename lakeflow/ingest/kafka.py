@@ -38,6 +38,7 @@ class KafkaInput:
     offset_reset: str  # earliest | latest: committed's fallback
     stop_at_latest: bool
     max_message_bytes: int
+    discovery_s: float  # a job reading forever looks for new topics of its patterns this often
     security: dict[str, str | Secret] = field(default_factory=dict)  # Kafka client properties; secrets wrapped
 
     @classmethod
@@ -67,6 +68,7 @@ class KafkaInput:
             offset_reset=settings.kafka_offset_reset,
             stop_at_latest=settings.kafka_stop_at == "latest",
             max_message_bytes=settings.kafka_max_message_bytes,
+            discovery_s=settings.kafka_discovery_s,
             security=security,
         )
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from py4j.protocol import Py4JError, Py4JJavaError
-from pyflink.common import Configuration, WatermarkStrategy
+from pyflink.common import Configuration, JobClient, WatermarkStrategy
 from pyflink.common.typeinfo import Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors import Source
@@ -27,7 +27,7 @@ from lakeflow.ingest import IngestError, kafka, sensors
 from lakeflow.ingest.flink_types import sql_fields
 from lakeflow.ingest.job import IngestJob, TableWrite
 from lakeflow.ingest.kafka import dead_letter_location
-from lakeflow.ingest.progress import PartFiles, ProgressWatcher, Summary
+from lakeflow.ingest.progress import Outcome, PartFiles, ProgressWatcher
 from lakeflow.ingest.sink import add_jvm_helpers, dead_letter_sink, json_array_sink, table_lineage
 from lakeflow.lineage import datasets
 from lakeflow.runtime import jars
@@ -35,6 +35,7 @@ from lakeflow.settings.process import process_environment
 
 log = logging.getLogger(__name__)
 
+POLL_S = 1.0  # how often the driver looks at the running job
 TICKS = Types.ROW_NAMED(["seq", "timestamp_ms"], [Types.LONG(), Types.LONG()])
 
 
@@ -43,11 +44,14 @@ def submitted_by_flink_cli() -> bool:
     return "PYFLINK_GATEWAY_PORT" in os.environ
 
 
-def create_environment(job: IngestJob) -> StreamExecutionEnvironment:
-    """A streaming environment configured for ``job`` (see :meth:`IngestJob.flink_configuration`)."""
+def create_environment(job: IngestJob, savepoint: str | None = None) -> StreamExecutionEnvironment:
+    """A streaming environment configured for ``job`` (see :meth:`IngestJob.flink_configuration`),
+    restoring the state of ``savepoint`` when given (a restart with a new topic's table)."""
     conf = Configuration()
     for key, value in job.flink_configuration(local=not submitted_by_flink_cli()).items():
         conf.set_string(key, value)
+    if savepoint is not None:
+        conf.set_string("execution.state-recovery.path", savepoint)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     add_jvm_helpers(env)
     if job.kafka:
@@ -137,10 +141,18 @@ def _build_kafka(env: StreamExecutionEnvironment, job: IngestJob, source: kafka.
         ).uid(f"lakeflow-dead-letters-{table.ident}")
 
 
-def execute(env: StreamExecutionEnvironment, job: IngestJob, files: Sequence[PartFiles]) -> tuple[Summary, ...]:
+def execute(
+    env: StreamExecutionEnvironment,
+    job: IngestJob,
+    files: Sequence[PartFiles],
+    grown: Callable[[], bool] | None = None,
+) -> Outcome:
     """Run the job until it ends (a bounded run ends by itself after its final checkpoint),
     logging each commit to ``files`` while it runs; what it committed. Ctrl+C cancels the job
-    (logging what was committed) and raises KeyboardInterrupt; a failed job raises IngestError."""
+    (logging what was committed) and raises KeyboardInterrupt; a failed job raises IngestError. ``files``:
+    each table's part files, in ``job.tables``' order; the summaries in the same order. ``grown``, asked
+    every ``KAFKA_DISCOVERY_INTERVAL``: whether the job should restart with more tables; then it stops
+    with a savepoint (everything before it committed) and the outcome names it."""
     watcher = ProgressWatcher(files, poll_s=min(max(job.batch_interval_ms / 4000, 0.2), 2.0))
     tables = ", ".join(str(t.ident) for t in job.tables)
     if job.kafka:
@@ -169,8 +181,18 @@ def execute(env: StreamExecutionEnvironment, job: IngestJob, files: Sequence[Par
     job_id = client.get_job_id()
     log.info("submitted Flink job %s", job_id)
     watcher.start()
+    result = client.get_job_execution_result()
+    savepoint = None
+    discover_at = time.monotonic() + (job.kafka.discovery_s if job.kafka else 0)
     try:
-        client.get_job_execution_result().result()
+        while not result.done():
+            time.sleep(POLL_S)
+            if grown is not None and job.kafka and not job.bounded and time.monotonic() >= discover_at:
+                discover_at = time.monotonic() + job.kafka.discovery_s
+                if grown():
+                    log.info("a new topic of the pipeline's patterns: stopping Flink job %s with a savepoint", job_id)
+                    savepoint = _stop_with_savepoint(client, job.savepoint_dir.as_uri())
+        result.result()
     except KeyboardInterrupt:
         log.info("stopping Flink job %s …", job_id)
         try:
@@ -187,7 +209,14 @@ def execute(env: StreamExecutionEnvironment, job: IngestJob, files: Sequence[Par
         ) from None
     summaries = watcher.stop()
     log.info("finished in %.1f s: %s", time.monotonic() - started, "; ".join(map(str, summaries)))
-    return summaries
+    return Outcome(summaries, savepoint)
+
+
+def _stop_with_savepoint(client: JobClient, directory: str) -> str:
+    """Stop the job with a savepoint in ``directory`` (Flink's canonical format); its path. (PyFlink's
+    own ``stop_with_savepoint`` calls a signature Flink 2 no longer has.)"""
+    formats = get_gateway().jvm.org.apache.flink.core.execution.SavepointFormatType
+    return str(client._j_job_client.stopWithSavepoint(False, directory, formats.CANONICAL).get())
 
 
 def _root_cause(exc: Py4JJavaError) -> str:

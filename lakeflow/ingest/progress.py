@@ -173,6 +173,15 @@ class Summary:
         return text
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended: what it committed per table, and the savepoint it stopped with to restart with
+    more tables (None: it ended by itself)."""
+
+    summaries: tuple[Summary, ...]
+    savepoint: str | None = None
+
+
 def committed_since(scan: LocationScan, before: Mapping[str, PartFile], location: str) -> Summary:
     """What ``scan`` holds that was not committed ``before``."""
     new = [f for name, f in scan.committed.items() if name not in before]

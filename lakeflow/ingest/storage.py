@@ -198,16 +198,17 @@ def _host(endpoint: str) -> str:
 
 def check_cluster(location: str, s3a: Mapping[str, str], conf: Mapping[str, str], where: str) -> None:
     """Refuse to submit a job for an S3 ``location`` to a cluster whose configuration ``conf`` points
-    its S3 filesystem at another endpoint than the table's (``s3a``): its TaskManagers could not
-    write, and the job would fail only after every restart. A cluster that names no S3 credentials
-    gets a warning (S3A's default chain — environment, instance roles — may still work on AWS).
-    Nothing is checked when ``conf`` is empty (a YARN or Kubernetes target)."""
+    its S3 filesystem at another endpoint than the table's (``s3a``), or, when the catalog vends the
+    table's credentials, names no command to vend them to the table's own filesystem
+    (:data:`CREDENTIAL_COMMAND`): its TaskManagers could not write, and the job would fail only after
+    every restart. Without vended keys a cluster that names no S3 credentials gets a warning (S3A's
+    default chain — environment, instance roles — may still work on AWS). Nothing is checked when
+    ``conf`` is empty (a YARN or Kubernetes target)."""
     if not conf:
         return
     fix = (
-        "start the cluster with `lakeflow flink up` (keyless fs.s3a.* settings in its config.yaml, "
-        "the table's refreshing AWS profile in its environment; docs/ingestion.md), or give its "
-        "config.yaml and TaskManagers what `lakeflow aws-profile` prints"
+        "start the cluster with `lakeflow flink up` (its config.yaml: keyless fs.s3a.* settings and the command "
+        "that vends each table's credentials to the table's own filesystem; docs/ingestion.md)"
     )
     wanted = s3a.get("fs.s3a.endpoint")
     have = next((conf[k] for k in ENDPOINT_SETTINGS if conf.get(k)), None)
@@ -216,16 +217,16 @@ def check_cluster(location: str, s3a: Mapping[str, str], conf: Mapping[str, str]
             f"{where} cannot write {location}: its S3 endpoint is "
             f"{have or 'not set (AWS S3)'}, the table's is {wanted}; {fix}"
         )
-    if not conf.get(CREDENTIAL_COMMAND):
-        raise IngestError(
-            f"{where} cannot write {location} through the table's own filesystem: its configuration has no "
-            f"{CREDENTIAL_COMMAND}; {fix}"
-        )
-    if not any(conf.get(k) for k in CREDENTIAL_SETTINGS):
+    if s3a.get("fs.s3a.access.key"):
+        if not conf.get(CREDENTIAL_COMMAND):
+            raise IngestError(
+                f"{where} cannot write {location} with the table's vended credentials: its configuration "
+                f"has no {CREDENTIAL_COMMAND}; {fix}"
+            )
+    elif not any(conf.get(k) for k in CREDENTIAL_SETTINGS):
         log.warning(
             "%s names no S3 credentials for %s (no fs.s3a.aws.credentials.provider or keys): its "
-            "TaskManagers will use S3A's default chain, not the table's vended credentials; "
-            "if writes are refused, %s",
+            "TaskManagers will use S3A's default chain; if writes are refused, %s",
             where,
             location,
             fix,

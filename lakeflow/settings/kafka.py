@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from lakeflow.settings.env import EnvModel, LocalPath, PositiveInt, Token, _bounded, choices, parsed
+from lakeflow.settings.env import Duration, EnvModel, LocalPath, PositiveInt, Token, _bounded, choices, parsed
 
 SOURCES = ("synthetic", "kafka")
 STARTING_OFFSETS = ("committed", "earliest", "latest")
@@ -87,6 +87,12 @@ class KafkaSource(EnvModel):
         examples=["latest"],
         description="latest: a bounded run that ends once the offsets present at its start are consumed "
         "(make run, the demo, tests); unset: read forever.",
+    )
+    kafka_discovery_s: Duration = Field(
+        30.0,
+        alias="KAFKA_DISCOVERY_INTERVAL",
+        description="How often a job reading forever asks the broker for new topics of its pipeline's topic "
+        "patterns; a new one restarts the job from a savepoint with that topic's table added (docs/pipelines.md).",
     )
     kafka_max_message_bytes: PositiveInt = Field(
         65536,

@@ -199,3 +199,56 @@ def test_on_s3_each_table_is_written_with_its_own_credentials_only(make_lakekeep
                 _, _, other_prefix = other_handle.location.removeprefix("s3://").partition("/")
                 with pytest.raises(ClientError, match="AccessDenied"):
                     s3.put_object(Bucket=bucket, Key=f"{other_prefix}/2026-01-01--00/part-x-0-0.json", Body=b"[]")
+
+
+def test_a_topic_created_while_the_job_runs_gets_its_table_nothing_lost_or_read_twice(
+        tmp_path: Path, kafka_broker: KafkaBroker) -> None:
+    """An unbounded job over a topic pattern: a matching topic created mid-run stops the job with a
+    savepoint, registers the new table and restarts from it with the topic added; messages sent to the
+    old topics before, during and after the restart land once each."""
+    import signal
+    import time
+
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "meter.schema.json").write_text(json.dumps(SCHEMAS["meter"]))
+    prefix = f"site{abs(hash(tmp_path)) % 10_000}"
+    (tmp_path / "pipeline.toml").write_text(
+        f'[[streams]]\nname = "meters"\ntopic-pattern = \'{prefix}\\.meters\\.(.+)\'\n'
+        'schema = "schemas/meter.schema.json"\ntable = "meters_{1}"\nkey = ["meter_id", "seq"]\n'
+        'event-time = "read_at"\n')
+    first, late = f"{prefix}.meters.a", f"{prefix}.meters.b"
+    kafka_broker.create_topic(first)
+    kafka_broker.produce(first, messages(first, 30))
+    env = hermetic(tmp_path, PIPELINE=str(tmp_path / "pipeline.toml"), SOURCE="kafka",
+                   KAFKA_BOOTSTRAP_SERVERS=kafka_broker.bootstrap, KAFKA_GROUP_ID=f"{prefix}-fleet",
+                   KAFKA_DISCOVERY_INTERVAL="2s", BATCH_INTERVAL_MS="500")
+    warehouse = tmp_path / "warehouse" / "iot"
+
+    def landed(table: str) -> list[str]:
+        return committed(warehouse / table)[0] if (warehouse / table).is_dir() else []
+
+    def wait_for(table: str, count: int, proc: subprocess.Popen) -> None:
+        deadline = time.monotonic() + 180
+        while len(landed(table)) < count and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the job ended ({proc.returncode}): {out[-2000:]}{err[-4000:]}")
+        assert len(landed(table)) >= count, f"{table}: {len(landed(table))} of {count}"
+
+    proc = subprocess.Popen([INGEST_PY, str(JOB), "--parallelism", "1"], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for("meters_a", 30, proc)
+        kafka_broker.create_topic(late)
+        kafka_broker.produce(late, messages(late, 25))
+        kafka_broker.produce(first, messages(first, 10, start=30))  # while the job stops and restarts
+        wait_for("meters_b", 25, proc)
+        kafka_broker.produce(first, messages(first, 10, start=40))
+        wait_for("meters_a", 50, proc)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    assert "Restarting from savepoint" in out, out[-2000:] + err[-3000:]
+    assert sorted(landed("meters_a")) == sorted(messages(first, 50))  # each once: nothing lost, nothing twice
+    assert sorted(landed("meters_b")) == sorted(messages(late, 25))

@@ -35,7 +35,7 @@ from tests.support.fixtures_compaction import (
     write_parts,
 )
 from tests.support.fixtures_servers import free_port, stop_process, wait_http
-from tests.unit.test_metrics import DASHBOARD, RULE_TESTS, RULES, dashboard_queries  # noqa: F401 (fixtures, constants)
+from tests.unit.test_metrics import DASHBOARD, RULE_TESTS, RULES, TABLE, dashboard_queries  # noqa: F401 (fixtures, constants)
 
 LAKEFLOW = Path(sys.executable).parent / "lakeflow"
 
@@ -46,9 +46,9 @@ DAY_MS = 1763683200000  # 2025-11-21T00:00:00Z
 HOUR = "2025-11-21--00"
 
 
-# the only labels a lakeflow metric may carry: Prometheus' own and fixed sets of values (never a
-# location, URL or credential)
-ALLOWED_LABELS = {"__name__", "instance", "job", "result", "kind", "le"}
+# the only labels a lakeflow metric may carry: Prometheus' own, the Iceberg table's name and fixed sets
+# of values (never a location, URL or credential)
+ALLOWED_LABELS = {"__name__", "instance", "job", "table", "result", "kind", "le"}
 
 
 def tool(name: str) -> str:
@@ -144,7 +144,7 @@ def test_prometheus_scrapes_the_compactor(prometheus: Prometheus, tmp_path: Path
         prometheus.scrape({"lakeflow-compact": [f"127.0.0.1:{port}"]})
         up = 'up{job="lakeflow-compact"}'
         prometheus.wait(up, lambda v: v == 1)
-        rows = 'lakeflow_compaction_rows_out_total{job="lakeflow-compact"}'
+        rows = f'lakeflow_compaction_rows_out_total{{job="lakeflow-compact",table="{TABLE}"}}'
         assert prometheus.wait(rows, lambda v: v == 40) == 40
         assert prometheus.value('lakeflow_table_snapshots{job="lakeflow-compact"}') == 1
         removed = 'lakeflow_maintenance_removed_total{job="lakeflow-compact",kind="in_progress_removed"}'
@@ -172,10 +172,11 @@ def test_prometheus_scrapes_the_compactor(prometheus: Prometheus, tmp_path: Path
         series = prometheus.query('{__name__=~"lakeflow_.*", job="lakeflow-compact"}')
         assert len(series) >= 15
         assert {label for s in series for label in s["metric"]} <= ALLOWED_LABELS
+        assert {s["metric"].get("table") for s in series} == {TABLE, None}        # None: running, the process's
         exposed = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
         assert str(home.home) not in exposed and "file://" not in exposed   # no location in a metric
-        for expr in dashboard_queries():                               # the dashboard's queries parse and run
-            prometheus.query(expr)
+        for expr in dashboard_queries():                 # the dashboard's queries parse and run (All tables)
+            prometheus.query(expr.replace("$table", ".*"))
         used = {m for expr in dashboard_queries() for m in re.findall(r"\b(lakeflow_\w+)", expr)}
         scraped = {s["metric"]["__name__"] for s in series}
         assert used <= scraped | {f"{m}_bucket" for m in scraped}, used - scraped
@@ -195,12 +196,41 @@ def test_single_run_writes_a_textfile(tmp_path: Path) -> None:
     done = subprocess.run([str(LAKEFLOW), "compact", "--engine", "arrow", "--metrics-textfile", str(textfile)],
                           env=home.env, cwd=home.home, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
-    samples = {(s.name, s.labels.get("result", "")): s.value
-               for family in text_string_to_metric_families(textfile.read_text()) for s in family.samples}
-    assert samples[("lakeflow_compaction_rows_out_total", "")] == 40
-    assert samples[("lakeflow_compaction_runs_total", "ok")] == 1
-    assert samples[("lakeflow_table_snapshots", "")] == 1
-    assert samples[("lakeflow_compaction_last_success_timestamp_seconds", "")] > time.time() - 120
+    samples = _samples(textfile)
+    assert samples[("lakeflow_compaction_rows_out_total", TABLE, "")] == 40
+    assert samples[("lakeflow_compaction_runs_total", TABLE, "ok")] == 1
+    assert samples[("lakeflow_table_snapshots", TABLE, "")] == 1
+    assert samples[("lakeflow_compaction_last_success_timestamp_seconds", TABLE, "")] > time.time() - 120
+
+
+def test_a_pass_over_a_pipeline_exports_every_table_at_once(tmp_path: Path) -> None:
+    """``lakeflow compact`` over a pipeline of two streams: one textfile with both tables' figures, the
+    stream whose raw table is not registered failing alone (its error counted under its table)."""
+    home = make_home(tmp_path)                                   # registers the raw table iot.sensor-readings
+    _parts(home, "run-1", 40, DAY_MS)
+    schema = REPO / "lakeflow" / "schema" / "sensor-reading.schema.json"
+    (tmp_path / "pipeline.toml").write_text(
+        '[defaults]\nnamespace = "iot"\n'
+        + "".join(f'\n[[streams]]\nname = "{name}"\nschema = "{schema}"\ntable = "{table}"\n'
+                  for name, table in (("sensors", "sensor-readings"), ("spare", "spare-readings"))))
+    env = {k: v for k, v in home.env.items() if k != "TABLE"} | {"PIPELINE": str(tmp_path / "pipeline.toml")}
+    textfile = tmp_path / "textfile" / "lakeflow.prom"
+    done = subprocess.run([str(LAKEFLOW), "compact", "--engine", "arrow", "--metrics-textfile", str(textfile)],
+                          env=env, cwd=home.home, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 2, done.stderr
+    spare = "iot.spare-readings-compacted"
+    samples = _samples(textfile)
+    assert samples[("lakeflow_compaction_rows_out_total", TABLE, "")] == 40
+    assert samples[("lakeflow_compaction_runs_total", TABLE, "ok")] == 1
+    assert samples[("lakeflow_compaction_runs_total", spare, "error")] == 1
+    assert samples[("lakeflow_compaction_runs_total", spare, "ok")] == 0
+    assert samples[("lakeflow_compaction_rows_out_total", spare, "")] == 0
+
+
+def _samples(textfile: Path) -> dict[tuple[str, str, str], float]:
+    """A textfile's samples by (name, table, result)."""
+    return {(s.name, s.labels.get("table", ""), s.labels.get("result", "")): s.value
+            for family in text_string_to_metric_families(textfile.read_text()) for s in family.samples}
 
 
 @pytest.mark.slow
@@ -219,7 +249,7 @@ def test_single_run_pushes_to_a_pushgateway(prometheus: Prometheus, tmp_path: Pa
                               cwd=home.home, capture_output=True, text=True, timeout=180)
         assert done.returncode == 0, done.stderr
         prometheus.scrape({"pushgateway": [f"127.0.0.1:{port}"]}, honor_labels=True)
-        rows = 'lakeflow_compaction_rows_out_total{job="lakeflow_compact"}'
+        rows = f'lakeflow_compaction_rows_out_total{{job="lakeflow_compact",table="{TABLE}"}}'
         assert prometheus.wait(rows, lambda v: v is not None) == 30
         assert prometheus.value('lakeflow_compaction_runs_total{job="lakeflow_compact",result="ok"}') == 1
 

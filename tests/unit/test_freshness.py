@@ -24,6 +24,7 @@ from lakeflow.compaction.status import table_status
 from tests.support.fixtures_compaction import LakeflowHome, make_home, readings, write_parts
 
 TARGET = "sensor-readings-compacted"
+TABLE = f"iot.{TARGET}"  # the metrics' table label
 
 
 def compact(home: LakeflowHome) -> dict:
@@ -77,7 +78,7 @@ def test_the_service_hears_of_the_commit_before_the_run_ends(home: LakeflowHome)
     assert report["status"] == "running" and report["maintenance"] == {}        # before the run's maintenance
     assert report["newest_event_ms"] == now_ms - 20_000 + 9_000 and report["commit_lag_s"] >= 11
     metrics = CompactorMetrics()
-    metrics.committed(report)
+    metrics.committed(TABLE, report)
     assert 11 <= _sample(metrics, "lakeflow_end_to_end_lag_seconds") < 60
 
 
@@ -110,19 +111,20 @@ def test_maintenance_rewrites_carry_the_newest_event_time(home: LakeflowHome) ->
 
 def test_the_metric_is_now_minus_the_newest_event_time() -> None:
     metrics = CompactorMetrics()
+    metrics.follow(TABLE)
     assert math.isnan(_sample(metrics, "lakeflow_end_to_end_lag_seconds"))   # no run has read the table yet
     newest = time.time() - 42
-    metrics.record({"newest_event_ms": int(newest * 1000), "commit_lag_s": 12.5, "duration_s": 1.0}, 0, 1.0)
+    metrics.record(TABLE, {"newest_event_ms": int(newest * 1000), "commit_lag_s": 12.5, "duration_s": 1.0}, 0, 1.0)
     assert 42 <= _sample(metrics, "lakeflow_end_to_end_lag_seconds") < 44
     assert _sample(metrics, "lakeflow_table_newest_event_timestamp_seconds") == pytest.approx(newest, abs=0.001)
     assert _sample(metrics, "lakeflow_compaction_commit_lag_seconds") == 12.5
-    metrics.record({"duration_s": 1.0}, 2, 1.0)           # a failed run: the table is as it was, the lag grows
+    metrics.record(TABLE, {"duration_s": 1.0}, 2, 1.0)          # a failed run: the table is as it was, the lag grows
     assert 42 <= _sample(metrics, "lakeflow_end_to_end_lag_seconds") < 44
-    metrics.record({"newest_event_ms": int((time.time() + 30) * 1000)}, 0, 1.0)  # a clock ahead: never negative
+    metrics.record(TABLE, {"newest_event_ms": int((time.time() + 30) * 1000)}, 0, 1.0)  # a clock ahead: never negative
     assert _sample(metrics, "lakeflow_end_to_end_lag_seconds") == 0
 
 
 def _sample(metrics: CompactorMetrics, name: str) -> float:
-    value = metrics.registry.get_sample_value(name, {})
+    value = metrics.registry.get_sample_value(name, {"table": TABLE})
     assert value is not None, name
     return value
