@@ -300,8 +300,11 @@ class BootstrapResult:
     namespaces_created: tuple[tuple[str, ...], ...]
 
 
-def bootstrap_stack(admin: LakekeeperAdmin, config: StackConfig, report: Report) -> BootstrapResult:
-    """Bootstrap, ensure the warehouse, ensure the namespace (parents first); report each step."""
+def bootstrap_stack(
+    admin: LakekeeperAdmin, config: StackConfig, report: Report, namespaces: Sequence[tuple[str, ...]] = ()
+) -> BootstrapResult:
+    """Bootstrap, ensure the warehouse, ensure the namespace and ``namespaces`` (a pipeline's streams';
+    parents first, each once); report each step."""
     bootstrapped = admin.bootstrap()
     report("server: bootstrapped" if bootstrapped else "server: already bootstrapped")
 
@@ -309,8 +312,8 @@ def bootstrap_stack(admin: LakekeeperAdmin, config: StackConfig, report: Report)
     report(f"warehouse {config.warehouse}: {'created' if created else 'exists'} ({warehouse_id})")
 
     made: list[tuple[str, ...]] = []
-    for depth in range(1, len(config.namespace) + 1):
-        levels = config.namespace[:depth]
+    wanted = dict.fromkeys(ns[:depth] for ns in (config.namespace, *namespaces) for depth in range(1, len(ns) + 1))
+    for levels in wanted:
         new = admin.create_namespace(warehouse_id, levels)
         report(f"namespace {'.'.join(levels)}: {'created' if new else 'exists'}")
         if new:

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakeflow import stack as stack_module
 from lakeflow.stack import DEFAULT_STACK_ENV
+
+if TYPE_CHECKING:
+    from lakeflow.streams import Pipeline
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,11 +70,15 @@ def _bootstrap_command(args: argparse.Namespace) -> int:
     if env_file is None and args.env_file != DEFAULT_STACK_ENV:
         raise SettingsError(f"--env-file {args.env_file}: no such file")
     config = load_stack_config(os.environ, env_file)
+    pipeline = _pipeline()
     wait_healthy(config.lakekeeper, args.wait, print)
     print(f"Lakekeeper at {config.lakekeeper} is healthy")
+    namespaces = [d.namespace for d in pipeline.declared] if pipeline else []
     with open_session(config) as session:
-        result = bootstrap_stack(LakekeeperAdmin(config.lakekeeper, session), config, print)
+        result = bootstrap_stack(LakekeeperAdmin(config.lakekeeper, session), config, print, namespaces)
     lines = env_lines(config, result)
+    if pipeline:
+        _register_streams(lines)
     print(f"\nWAREHOUSE_ID={result.warehouse_id}\n\nlakeflow settings for this Lakekeeper (.env.local):")
     for key, value in lines.items():
         if value:  # an empty TOKEN= only clears a static token when written
@@ -83,3 +92,26 @@ def _bootstrap_command(args: argparse.Namespace) -> int:
             "`lakeflow stack bootstrap --write-env .env.local` writes all of them)"
         )
     return 0
+
+
+def _pipeline() -> Pipeline | None:
+    """The pipeline file's streams (PIPELINE), whose namespaces and tables the bootstrap creates; None without one."""
+    from lakeflow.settings import load_settings
+    from lakeflow.streams import load_pipeline
+
+    settings = load_settings(local=True)  # the file and its schemas are checked before anything is created
+    return load_pipeline(settings) if settings.pipeline is not None else None
+
+
+def _register_streams(lines: Mapping[str, str]) -> None:
+    """Register every stream's raw table (idempotent) in the bootstrapped warehouse (a topic pattern's
+    tables: by the ingestion job, as their topics are found)."""
+    from lakeflow.catalog import open_catalog
+    from lakeflow.settings import load_settings
+    from lakeflow.streams import load_pipeline
+
+    settings = load_settings({**os.environ, **{k: v for k, v in lines.items() if v}}, env_file=Path(os.devnull))
+    with open_catalog(settings) as catalog:
+        for stream in load_pipeline(settings).streams():
+            handle = catalog.register(stream.namespace, stream.table)
+            print(f"table {stream.raw_name} (stream {stream.name}): {'created' if handle.created else 'exists'}")

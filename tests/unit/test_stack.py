@@ -254,6 +254,16 @@ def test_bootstrap_twice_is_idempotent(lakekeeper):
     assert list(lakekeeper.warehouses) == [first.warehouse_id]
 
 
+def test_a_pipelines_namespaces_are_created_once_each_parents_first(lakekeeper):
+    config = stack_config(lakekeeper.url, NAMESPACE="plant")
+    with open_session(config) as session:
+        result = bootstrap_stack(LakekeeperAdmin(config.lakekeeper, session), config, lambda line: None,
+                                 [("plant",), ("plant", "north"), ("lab",), ("plant", "north")])
+    assert result.namespaces_created == (("plant",), ("plant", "north"), ("lab",))
+    created = [c.body["namespace"] for c in lakekeeper.calls if c.path.endswith("/namespaces")]
+    assert created == [["plant"], ["plant", "north"], ["lab"]]
+
+
 def test_existing_warehouse_with_other_storage_is_kept_and_reported(lakekeeper):
     run_bootstrap(stack_config(lakekeeper.url, NAMESPACE="iot"))
     result, said = run_bootstrap(stack_config(lakekeeper.url, NAMESPACE="iot",
