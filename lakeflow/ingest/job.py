@@ -158,9 +158,9 @@ class IngestJob:
         return (self.home / "savepoints").resolve()
 
     def job_parameters(self) -> dict[str, str]:
-        """Global job parameters (GET /jobs/{id}/config → user-config): the run id, and of a job of one
-        table that table and its declared schema (title, digest) and the topic of a Kafka-fed run of one
-        topic; a job of several tables names each in its sinks (their names and native lineage)."""
+        """Global job parameters (GET /jobs/{id}/config → user-config): the run id, the topics of a
+        Kafka-fed run, and of a job of one table that table and its declared schema (title, digest); a
+        job of several tables names each in its sinks (their names and native lineage)."""
         params = {
             datasets.PARAM_CATALOG: self.catalog,
             datasets.PARAM_CATALOG_URI: self.catalog_uri,
@@ -168,9 +168,9 @@ class IngestJob:
         }
         if len(self.tables) == 1:
             params.update(self.tables[0].parameters(self.catalog, self.catalog_uri))
-        if self.kafka and len(self.topics) == 1:
+        if self.kafka:
             params[datasets.PARAM_SOURCE_NAMESPACE] = self.kafka.namespace
-            params[datasets.PARAM_SOURCE_NAME] = self.topics[0]
+            params[datasets.PARAM_SOURCE_NAME] = ",".join(self.topics)
         return params
 
     def flink_configuration(self, *, local: bool) -> dict[str, str]:

@@ -120,7 +120,7 @@ def _build_kafka(env: StreamExecutionEnvironment, job: IngestJob, source: kafka.
             )
         ),
         WatermarkStrategy.no_watermarks(),
-        f"KafkaSource-{topics[0]}" if len(topics) == 1 else f"KafkaSource-{len(topics)} topics",
+        f"KafkaSource-{topics[0]}" if len(topics) == 1 else f"KafkaSource[{len(topics)} topics]",
     ).uid("kafka-source")
     table_of = {t: i for i, table in enumerate(job.tables) for t in table.stream.topics}
     router = gateway.jvm.lakeflow.flink.StreamRouter

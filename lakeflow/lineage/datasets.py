@@ -24,8 +24,8 @@ PARAM_TABLE = "lakeflow.table.name"
 PARAM_LOCATION = "lakeflow.table.location"
 PARAM_FORMAT = "lakeflow.table.format"  # "dataset"
 PARAM_RUN_ID = "lakeflow.run.id"  # the ingest job's run_id, as in every reading it writes
-PARAM_SOURCE_NAMESPACE = "lakeflow.source.namespace"  # the job's one input, e.g. kafka://host:port …
-PARAM_SOURCE_NAME = "lakeflow.source.name"  # … and its topic
+PARAM_SOURCE_NAMESPACE = "lakeflow.source.namespace"  # the job's inputs, e.g. kafka://host:port …
+PARAM_SOURCE_NAME = "lakeflow.source.name"  # … and its topics, ","-separated
 SINK_NAME_PREFIX = "LakeflowSink"  # sink operator name: "LakeflowSink[<location>]"
 
 

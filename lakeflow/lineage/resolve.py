@@ -87,13 +87,16 @@ class Resolver:
             ref = sink or Reference(SINK, "declared", "", "global job parameters", value=user_config[ds.PARAM_LOCATION])
             out.append(self.with_instance(Resolution(ref, dataset, aliases, evidence=DECLARED)))
             refs = [r for r in refs if r is not sink]
-        source = declared_input(user_config)
-        if source is not None:
+        inputs = declared_inputs(user_config)
+        if inputs:
             sources = [r for r in refs if r.role == SOURCE]
-            ref = (
-                sources[0] if sources else Reference(SOURCE, "declared", "", "global job parameters", value=str(source))
-            )
-            out.append(self.with_instance(Resolution(ref, source, evidence=DECLARED)))
+            for i, source in enumerate(inputs):
+                ref = (
+                    sources[0]
+                    if sources and i == 0
+                    else Reference(SOURCE, "declared", "", "global job parameters", value=str(source))
+                )
+                out.append(self.with_instance(Resolution(ref, source, evidence=DECLARED)))
             refs = [r for r in refs if r.role != SOURCE]
         for ref in refs:
             if settled is not None and settled(ref):
@@ -316,10 +319,10 @@ def declared_output(user_config: Mapping[str, str]) -> tuple[DatasetId, tuple[Da
     return ds.from_location(location), aliases
 
 
-def declared_input(user_config: Mapping[str, str]) -> DatasetId | None:
-    """The one input a lakeflow job declares (``PARAM_SOURCE_*``, e.g. its Kafka topic); None when it declares none."""
-    namespace, name = user_config.get(ds.PARAM_SOURCE_NAMESPACE), user_config.get(ds.PARAM_SOURCE_NAME)
-    return DatasetId(namespace, name) if namespace and name else None
+def declared_inputs(user_config: Mapping[str, str]) -> list[DatasetId]:
+    """The inputs a lakeflow job declares (``PARAM_SOURCE_*``: e.g. its Kafka topics, ``,``-separated)."""
+    namespace, names = user_config.get(ds.PARAM_SOURCE_NAMESPACE), user_config.get(ds.PARAM_SOURCE_NAME)
+    return [DatasetId(namespace, name) for name in names.split(",") if name] if namespace and names else []
 
 
 def _same(location: str | None, dataset: DatasetId) -> bool:

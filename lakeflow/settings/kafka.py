@@ -91,6 +91,7 @@ class KafkaSource(EnvModel):
     kafka_discovery_s: Duration = Field(
         30.0,
         alias="KAFKA_DISCOVERY_INTERVAL",
+        examples=["30s"],
         description="How often a job reading forever asks the broker for new topics of its pipeline's topic "
         "patterns; a new one restarts the job from a savepoint with that topic's table added (docs/pipelines.md).",
     )

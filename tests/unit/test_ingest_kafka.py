@@ -117,3 +117,38 @@ def test_the_harvest_resolves_the_declared_topic_and_both_sinks(tmp_path: Path) 
         (SINK, from_location(dead_letter_location(location)), DECLARED),
     }
     assert not [r for r in resolved if r.unresolved]
+
+
+def test_the_harvest_resolves_a_fleet_jobs_topics_and_every_tables_sinks(tmp_path: Path) -> None:
+    """One job for two streams: its parameters declare both topics, its sinks name both tables (and
+    their dead letters); the source operator's name is no topic to guess from."""
+    from lakeflow.catalog.base import TableIdent
+    from lakeflow.ingest.job import IngestJob, TableWrite
+    from lakeflow.lineage.config import from_mapping
+    from lakeflow.lineage.datasets import DatasetId, from_location
+    from lakeflow.lineage.flink_rest import PlanNode
+    from lakeflow.lineage.plan import SINK, SOURCE, job_references
+    from lakeflow.lineage.resolve import DECLARED, Resolver
+    from lakeflow.schema import load_schema
+    from lakeflow.streams import Stream
+
+    source = KafkaInput.from_settings(load_settings({**KAFKA, "KAFKA_BOOTSTRAP_SERVERS": "broker-1:9093"},
+                                                    env_file=Path(os.devnull)))
+    tables = tuple(
+        TableWrite(Stream(n, n, ("plant",), n, f"{n}-compacted", load_schema(), (f"plant.{n}",)),
+                   TableIdent("local", ("plant",), n), (tmp_path / "warehouse" / "plant" / n).as_uri())
+        for n in ("vibration", "meters_hall1"))
+    job = IngestJob(tables, "local", tmp_path.as_uri(), "r1", 5, -1, 10, 1000, tmp_path, kafka=source)
+    plan = [PlanNode("v1", "Source: KafkaSource[2 topics]<br/>ValidateReadings", 2, ())]
+    for i, table in enumerate(tables):
+        plan += [PlanNode(f"s{i}", f"{table.sink_name}: Writer", 2, ("v1",)),
+                 PlanNode(f"d{i}", f"LakeflowSink[{table.dead_letters}]: Writer", 2, ("v1",))]
+    resolved = Resolver(from_mapping({"connection": {"rest_api_url": "http://x"}})).resolve(
+        job_references(plan), job.job_parameters())
+    assert {(r.reference.role, r.dataset, r.evidence) for r in resolved} == {
+        (SOURCE, DatasetId("kafka://broker-1:9093", "plant.vibration"), DECLARED),
+        (SOURCE, DatasetId("kafka://broker-1:9093", "plant.meters_hall1"), DECLARED),
+        *((SINK, from_location(t.location), DECLARED) for t in tables),
+        *((SINK, from_location(t.dead_letters), DECLARED) for t in tables),
+    }
+    assert not [r for r in resolved if r.unresolved]
