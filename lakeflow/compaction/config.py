@@ -37,6 +37,7 @@ ENV_FILE_MB = "COMPACT_TARGET_FILE_MB"
 ENV_BYTES_PER_ROW = "COMPACT_BYTES_PER_ROW"
 ENV_ENGINE = "COMPACT_ENGINE"
 ENV_ARROW_MAX_MB = "COMPACT_ARROW_MAX_MB"
+ENV_MAX_BATCH_MB = "COMPACT_MAX_BATCH_MB"
 ENV_DELETE_MIN_AGE = "COMPACT_DELETE_MIN_AGE"
 ENV_LEASE_TTL = "COMPACT_LEASE_TTL"
 ENV_LOOK_BACK = "COMPACT_LOOK_BACK"
@@ -52,6 +53,7 @@ ENV_METRICS_PORT = "COMPACT_METRICS_PORT"
 ENV_METRICS_TEXTFILE = "COMPACT_METRICS_TEXTFILE"
 ENV_PUSHGATEWAY = "COMPACT_PUSHGATEWAY_URL"
 DEFAULT_FILE_MB = 128
+DEFAULT_MAX_BATCH_MB = 4096  # above bench-compact's 10M readings (1.7 GB): a run of a quiet backlog-free table is whole
 DEFAULT_GROUP_MB = 256  # maintenance: small Parquet files merged in memory at once (at most)
 DEFAULT_BYTES_PER_ROW = 40
 DEFAULT_DELETE_MIN_AGE = "15m"  # many checkpoint intervals: Flink re-commits a restored checkpoint's files
@@ -102,6 +104,13 @@ class CompactEnv(EnvModel):
         "in memory at its peak. Unset: the engines' crossover as make bench-compact measured it on 2 cores "
         "(2000), or what fits in half the memory available when the run starts if less (the container's limit "
         "counts); spark above. Set it to the crossover make bench-compact prints on your machine.",
+    )
+    max_batch_mb: PositiveInt = Field(
+        DEFAULT_MAX_BATCH_MB,
+        alias=ENV_MAX_BATCH_MB,
+        description="A run takes at most this many MiB of new raw JSON, oldest files first; the rest waits for "
+        "the next: a stream with a backlog takes its turns with the others' runs (compact --every over a "
+        "pipeline) instead of holding the service for the whole backlog.",
     )
     delete_min_age_s: Duration = Field(
         parse_duration(DEFAULT_DELETE_MIN_AGE),
@@ -241,6 +250,7 @@ class CompactConfig:
     bytes_per_row: int  # Parquet bytes per row assumed until the table has statistics
     engine: str  # auto | spark | arrow (lakeflow.compaction.engine)
     arrow_max_bytes: int | None  # auto: batches of at most this many raw bytes go to arrow (None: by memory)
+    max_batch_bytes: int  # a run takes at most this many bytes of new raw files (at least one file)
     delete_source: bool  # delete compacted raw files after the commit …
     delete_min_age_s: float  # … once they are at least this old (Flink may re-commit younger ones)
     lease_ttl_s: float  # the lease on the table lapses this long after its holder stops renewing
@@ -340,6 +350,7 @@ def load_config(args: CompactOptions = CompactOptions(), env: Mapping[str, str] 
         bytes_per_row=env_.bytes_per_row,
         engine=env_.engine if env_.engine != "auto" else engine_for("auto", submitted_master()),
         arrow_max_bytes=None if env_.arrow_max_mb is None else env_.arrow_max_mb << 20,
+        max_batch_bytes=env_.max_batch_mb << 20,
         delete_source=args.delete_source,
         delete_min_age_s=env_.delete_min_age_s,
         lease_ttl_s=env_.lease_ttl_s,

@@ -38,6 +38,7 @@ class CompactionReport:
     files_listed: int = 0  # committed part files under the raw location
     files_ignored: int = 0  # other files there (hidden, in progress, bookkeeping)
     files_already_consumed: int = 0  # listed files the ledger already holds
+    files_deferred: int = 0  # new files left for the next run (COMPACT_MAX_BATCH_MB)
     list_requests: int = 0  # listings of the raw table (the top, then one per bucket)
     ledger_bytes_read: int = 0  # ledger index and segments read
     ledger_bytes_written: int = 0  # ledger index and segments written (0 without a commit)
@@ -134,7 +135,9 @@ class CompactionReport:
             + (f" ({self.engine} engine)" if self.engine else ""),
             *([f"  engine     {self.engine}: {self.engine_reason}"] if self.engine_reason else []),
             f"  files in   {self.files_in} new ({self.files_compacted} compacted, {self.files_quarantined} "
-            f"quarantined; {self.files_already_consumed} done before, {self.files_ignored} ignored)",
+            f"quarantined; {self.files_already_consumed} done before, {self.files_ignored} ignored"
+            + (f", {self.files_deferred} left for the next run" if self.files_deferred else "")
+            + ")",
             f"  rows       {self.rows_in} in → {self.rows_out} out ({self.duplicates_dropped} duplicates, "
             f"{self.rows_quarantined} quarantined records)",
             f"  bytes      {self.bytes_in} in → {self.bytes_out} out",

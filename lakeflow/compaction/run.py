@@ -138,18 +138,21 @@ def discover_new_files(run: Run) -> Batch:
         due = [b for b in _due_buckets(run) if not listing.covers(b)]
         run.listing = listing.merge(list_buckets(raw, due)) if due else listing
         run.ledger = run.ledger.load(run.target.storage, run.ledger.covered(run.listing))
-    new = run.ledger.new_parts(run.listing)
+    found = run.ledger.new_parts(run.listing)
+    new = first_bytes(found, c.max_batch_bytes)
     r = run.report
     r.files_listed, r.files_ignored = len(run.listing.parts), run.listing.ignored
-    r.files_already_consumed = r.files_listed - len(new)
+    r.files_already_consumed = r.files_listed - len(found)
+    r.files_deferred = len(found) - len(new)
     r.list_requests, r.ledger_bytes_read = run.listing.requests, run.ledger.bytes_read
-    times = [f.mtime for f in new if f.mtime is not None]
+    times = [f.mtime for f in found if f.mtime is not None]  # deferred files pend too
     r.oldest_new_file_at = min(times).isoformat(timespec="seconds") if times else ""
     log.info(
-        "[discover] %d part files, %d new, %d consumed before, %d other files ignored; %d listing(s), "
-        "%d ledger bytes read",
+        "[discover] %d part files, %d new (%d left for the next run: COMPACT_MAX_BATCH_MB), %d consumed before, "
+        "%d other files ignored; %d listing(s), %d ledger bytes read",
         r.files_listed,
         len(new),
+        r.files_deferred,
         r.files_already_consumed,
         r.files_ignored,
         r.list_requests,
@@ -161,6 +164,18 @@ def discover_new_files(run: Run) -> Batch:
         )
         save_intent(run.target.storage, run.intent)
     return Batch(files=new)
+
+
+def first_bytes(files: list[FileEntry], limit: int) -> list[FileEntry]:
+    """The oldest of ``files`` (by bucket, then path) up to ``limit`` bytes in all; at least one."""
+    chosen: list[FileEntry] = []
+    total = 0
+    for f in sorted(files, key=lambda f: f.rel):
+        if chosen and total + f.size > limit:
+            break
+        chosen.append(f)
+        total += f.size
+    return chosen
 
 
 def plan_schema(run: Run) -> None:

@@ -242,3 +242,25 @@ def test_delete_source_reaches_buckets_outside_the_window(home: LakeflowHome, mo
     write_parts(home.raw, hour(BUCKETS, "more", 5), 5, bucket_folders=True)
     compact(monkeypatch, home, "--delete-source", "--delete-min-age", "1h")
     assert set(index(home)["buckets"]) == {bucket(BUCKETS)}, "entries of deleted files dropped at the next commit"
+
+
+def test_a_backlog_is_compacted_in_runs_of_at_most_the_batch_limit_oldest_first(
+        home: LakeflowHome, monkeypatch: pytest.MonkeyPatch) -> None:
+    """COMPACT_MAX_BATCH_MB: a run takes the oldest new files up to the limit (at least one); the rest
+    pend for the next run, and no row is lost or kept twice."""
+    from lakeflow.compaction.run import first_bytes
+    from lakeflow.compaction.files import FileEntry
+
+    entries = [FileEntry(f"{bucket(h)}/part-{h}.json", 600_000, None) for h in (3, 1, 2)]
+    assert [f.rel for f in first_bytes(entries, 1 << 20)] == [f"{bucket(1)}/part-1.json"]
+    assert [f.rel for f in first_bytes(entries, 1)] == [f"{bucket(1)}/part-1.json"]  # at least one
+    assert len(first_bytes(entries, 2 << 20)) == 3
+
+    for h in range(BUCKETS, BUCKETS + 3):
+        write_parts(home.raw, hour(h, "backlog", 40), 40, bucket_folders=True)  # 3 files, one per bucket
+    monkeypatch.setenv("COMPACT_MAX_BATCH_MB", "1")
+    monkeypatch.setattr("lakeflow.compaction.run.first_bytes", lambda files, limit: first_bytes(files, 1))
+    deferred = []
+    while (r := compact(monkeypatch, home))["files_in"]:
+        deferred.append(r["files_deferred"])
+    assert deferred == [2, 1, 0] and rows(home) == 50 * BUCKETS + 120
