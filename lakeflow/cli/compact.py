@@ -12,6 +12,7 @@ go on either command line; the job reads settings and credentials from the envir
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import logging
 import shlex
@@ -205,11 +206,26 @@ def next_steps() -> list[str]:
 
 
 def run_job(pipeline: Pipeline, argv: Sequence[str]) -> int:
-    """``jobs/compact.py``'s main: its command line → one run of ``pipeline``; known failures one line."""
-    code = run_command("compact", lambda: pipeline(load_config(job_options(argv))))
+    """``jobs/compact.py``'s main: its command line → a run of ``pipeline`` for each stream (the one
+    ``--stream`` names, else every stream of the pipeline, in one Spark application); known failures one
+    line each, the others' runs go on; the highest exit code."""
+    from lakeflow.compaction.engine import end_pass
+
+    options = job_options(argv)
+    names: list[str | None] = []
+    code = run_command("compact", lambda: names.extend(s.name for s in served_streams(options)()))
+    try:
+        for name in names:
+            code = max(code, run_command("compact", functools.partial(_run_stream, pipeline, options, name)))
+    finally:
+        end_pass()
     if code == 0:
         print("\n".join(next_steps()), flush=True)
     return code
+
+
+def _run_stream(pipeline: Pipeline, options: CompactOptions, stream: str | None) -> int:
+    return pipeline(load_config(replace(options, stream=stream)))
 
 
 @cache
@@ -322,6 +338,7 @@ def run_pass(
     """A single run of each of ``streams``, one after the other; the highest exit code. With a textfile or
     a Pushgateway, every run's figures go into one registry, exported once at the end
     (:func:`lakeflow.compaction.metrics.export_once`)."""
+    from lakeflow.compaction.engine import end_pass
     from lakeflow.compaction.launch import JOB
 
     metrics = None
@@ -330,16 +347,19 @@ def run_pass(
 
         metrics = CompactorMetrics()
     codes = []
-    for stream, table, _ in streams:
-        chosen = replace(options, stream=stream)
-        print(
-            f"$ {shlex.join([str(JOB), *job_argv(chosen)])}  (Spark if needed: {shlex.join(launch)})",
-            file=sys.stderr,
-            flush=True,
-        )
-        codes.append(
-            run_once(chosen, launch) if metrics is None else run_recorded(chosen, launch, report, metrics, table)
-        )
+    try:
+        for stream, table, _ in streams:
+            chosen = replace(options, stream=stream)
+            print(
+                f"$ {shlex.join([str(JOB), *job_argv(chosen)])}  (Spark if needed: {shlex.join(launch)})",
+                file=sys.stderr,
+                flush=True,
+            )
+            codes.append(
+                run_once(chosen, launch) if metrics is None else run_recorded(chosen, launch, report, metrics, table)
+            )
+    finally:
+        end_pass()  # the Spark application the pass's runs shared
     code = max(codes, default=0)
     if metrics is None:
         return code

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "lakeflow.cli.query",
     "lakeflow.cli.schema",
     "lakeflow.cli.pipeline",
+    "lakeflow.cli.dead_letters",
     "lakeflow.cli.lineage",
     "lakeflow.cli.stack",
     "lakeflow.cli.aws_profile",

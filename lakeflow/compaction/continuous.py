@@ -108,6 +108,7 @@ def run_forever(
     and its figures into its table's metrics served on ``metrics_port`` (all interfaces; none when None);
     ``maintain``: whether the run also maintains its table; ``on_commit``: what the run tells its
     report at its commit (the table's newest event time reaches the metrics then)."""
+    from lakeflow.compaction.engine import end_pass
     from lakeflow.compaction.metrics import CompactorMetrics, read_report, serve  # prometheus_client: not for --help
 
     last_maintain: dict[str | None, float] = {}
@@ -165,6 +166,7 @@ def run_forever(
                 figures = read_report(report)
                 metrics.record(table, figures, code, took_s)
                 print(run_line(figures, code, took_s, maintain and code == 0, name), flush=True)
+            end_pass()  # the Spark application this tick's runs shared
             wake = min(due.values(), default=tick + schedule.every_s)
             while not stop.requested and time.monotonic() < wake:
                 time.sleep(min(SLICE_S, max(0.0, wake - time.monotonic())))

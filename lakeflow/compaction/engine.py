@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import shlex
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -146,3 +147,11 @@ def engine_for(wanted: str, master: str | None) -> str:
     if wanted == "auto" and master is not None and master.startswith(CLUSTER_MASTERS):
         return "spark"
     return wanted
+
+
+def end_pass() -> None:
+    """End a pass over the pipeline's streams: stop the Spark session its runs shared (one application for
+    every stream's batch), if one ran; an arrow-only pass never loaded Spark, and loads nothing here."""
+    session = sys.modules.get("lakeflow.compaction.spark.session")
+    if session is not None:
+        session.stop_session()

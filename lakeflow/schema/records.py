@@ -3,7 +3,10 @@
 :meth:`TableSchema.contract` writes the contract as JSON; the ingestion job's validator (``Records``,
 java/) enforces it on every Kafka message, the compaction on every record of a part file (here: the
 exact path; the fast path only ever takes files this would take whole). Both give the same reasons:
-tests/contracts/records.json holds the cases both are checked against.
+tests/contracts/records.json holds the cases both are checked against. :func:`message_record` is the
+validator's whole check of one Kafka message (``KafkaReadings.record``, java/): the message itself
+(no tombstone, within the size limit, one strict JSON object), then the contract; the record re-written
+compactly as the JVM writes it (:func:`compact_json`). ``lakeflow dead-letters replay`` uses it.
 
 A record fits when every required field is present and not null, and every field present fits its
 type. Nothing is coerced: ``"5"`` is no integer and ``5`` no string.
@@ -28,6 +31,7 @@ map          an object, each value of the value type; null only when ``valuesReq
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import struct
@@ -300,3 +304,91 @@ class RecordContract:
     def undeclared(self, record: Mapping[str, Any]) -> list[str]:
         """The record's top-level fields the schema does not declare."""
         return [k for k in record if k not in self.names]
+
+
+# --- one Kafka message, as KafkaReadings (java/) checks and re-writes it --------------------------
+
+
+def message_record(payload: bytes | None, contract: RecordContract, max_bytes: int) -> str:
+    """The record in the Kafka message ``payload`` re-written compactly on one line (:func:`compact_json`),
+    as the ingestion job's validator (``KafkaReadings.record``) passes it on; Invalid with the JVM's
+    reason otherwise: ``no value (a tombstone)``, ``too large: N bytes, more than M``, ``not JSON: …``
+    (malformed, trailing data, a duplicate key; the parser's own words follow the colon),
+    ``not a JSON object (empty)``, ``not a JSON object: an array``…, then the contract's."""
+    if payload is None:
+        raise Invalid("no value (a tombstone)")
+    if len(payload) > max_bytes:
+        raise Invalid(f"too large: {len(payload)} bytes, more than {max_bytes}")
+    try:
+        text = payload.decode(json.detect_encoding(payload), "surrogatepass")  # as json.loads(bytes) reads
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise Invalid(f"not JSON: {exc}") from None
+    if not text.strip(" \t\n\r\ufeff"):
+        raise Invalid("not a JSON object (empty)")
+    try:
+        root = _STRICT.decode(text.removeprefix("\ufeff"))
+    except RecursionError:
+        raise Invalid("not JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, a duplicate key, NaN or Infinity
+        raise Invalid(f"not JSON: {exc}") from None
+    if not isinstance(root, dict):
+        raise Invalid(f"not a JSON object: {got(root)}")
+    contract.check(root)
+    return compact_json(root)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"Duplicate field '{key}'")  # Jackson's words (STRICT_DUPLICATE_DETECTION)
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _integer(text: str) -> int:
+    """A JSON integer, exactly: beyond Python's digit limit for str → int through Decimal (exact too)."""
+    return int(text) if len(text) < 4000 else int(Decimal(text))
+
+
+# Strict and exact as the JVM's reader: numbers as written (integers as int, others as Decimal).
+_STRICT = json.JSONDecoder(
+    parse_float=Decimal, parse_int=_integer, parse_constant=_no_constant, object_pairs_hook=_no_duplicates
+)
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_TO_ESCAPE = re.compile(r'["\\\x00-\x1f\ud800-\udfff]')
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    return _ESCAPES.get(c) or f"\\u{ord(c):04X}"  # other control characters (and lone surrogates): \u00XX
+
+
+def compact_json(value: Any) -> str:
+    """``value`` (as :func:`message_record` parses it) written as the JVM's validator writes a record
+    (Jackson): no spaces, keys in their order, strings unescaped but for ``"``, ``\\`` and control
+    characters, every number as sent (``5.0`` stays ``5.0``, ``1e3`` is ``1E+3``, ``-0.0`` is ``0.0``:
+    Java's BigDecimal has no negative zero)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value) if value.bit_length() < 13_000 else str(Decimal(value))  # (str's digit limit)
+    if isinstance(value, Decimal):
+        return str(value.copy_abs() if value.is_zero() else value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return f'"{_TO_ESCAPE.sub(_escape, value)}"'
+    if isinstance(value, list):
+        return "[" + ",".join(compact_json(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{compact_json(str(k))}:{compact_json(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no JSON value: {type(value).__name__}")

@@ -252,3 +252,28 @@ def test_a_topic_created_while_the_job_runs_gets_its_table_nothing_lost_or_read_
     assert "Restarting from savepoint" in out, out[-2000:] + err[-3000:]
     assert sorted(landed("meters_a")) == sorted(messages(first, 50))  # each once: nothing lost, nothing twice
     assert sorted(landed("meters_b")) == sorted(messages(late, 25))
+
+
+def test_one_spark_application_compacts_every_streams_batch_of_a_pass(tmp_path: Path) -> None:
+    """`lakeflow compact --engine spark` over a pipeline of two streams: both tables compacted by the
+    runs of one Spark application (the session stays for the pass, and stops at its end)."""
+    import re
+
+    from lakeflow.catalog.local import LocalCatalog
+    from tests.support.fixtures_compaction import readings, write_parts
+
+    home = tmp_path / "home"
+    default_schema = ROOT / "lakeflow" / "schema" / "sensor-reading.schema.json"
+    (tmp_path / "pipeline.toml").write_text("".join(
+        f'[[streams]]\nname = "{name}"\nschema = "{default_schema}"\n\n' for name in ("line-a", "line-b")))
+    for n, name in enumerate(("line-a", "line-b")):
+        handle = LocalCatalog(home).register(("iot",), name)
+        write_parts(Path(handle.location.removeprefix("file://")),
+                    readings(f"run-{name}", 300, start_ms=T0, seed=n), 100, bucket_folders=True)
+    env = hermetic(home, PIPELINE=str(tmp_path / "pipeline.toml"), SPARK_LOCAL_IP="127.0.0.1")
+    proc = run([str(LAKEFLOW), "compact", "--engine", "spark"], env, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    apps = set(re.findall(r"\[spark\] application (\S+)", proc.stderr))
+    assert len(apps) == 1, proc.stderr[-3000:]
+    status = json.loads(run([str(LAKEFLOW), "status", "--json"], env, tmp_path).stdout)
+    assert {s["stream"]: s["rows"] for s in status["streams"]} == {"line-a": 300, "line-b": 300}

@@ -24,6 +24,7 @@ reported, the others stay in the staging folder, which the run removes.
 
 from __future__ import annotations
 
+import logging
 import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from lakeflow.compaction.spark.session import spark_progress, spark_session
 from lakeflow.compaction.task import TaskResult, file_ids, run_task
 from lakeflow.schema.arrow import record_type
 
+log = logging.getLogger(__name__)
 BATCH_BYTES = 64 << 20  # raw bytes a task parses, at most (the shares: a whole number per core)
 # up to this many raw bytes (~2.7 million records of the default schema, ~22 MB of hashes), the tasks hand
 # their key hashes to the driver in their results; above, they write them for a second stage to compare
@@ -73,8 +75,9 @@ class SparkEngine:
 
     def __init__(self, raw: Storage, target: Storage, app_name: str, spark_options: Sequence[str] = ()) -> None:
         self.raw, self.target = raw, target
-        with stage("spark", "starting the Spark session"):
+        with stage("spark", "starting the Spark session (or joining the pass's)"):
             self.spark: SparkSession = spark_session(app_name, spark_options)
+        log.info("[spark] application %s", self.spark.sparkContext.applicationId)
 
     def compact(self, files: Sequence[FileEntry], plan: WritePlan, overlapping: Overlapping) -> Compacted:
         ids = file_ids(files)
@@ -140,7 +143,8 @@ class SparkEngine:
         redo.destroy()
 
     def close(self) -> None:
-        self.spark.stop()
+        """Nothing: the session serves the pass's next run too (one application for every stream's batch);
+        :func:`lakeflow.compaction.engine.end_pass` stops it."""
 
 
 def balanced(parts: Sequence[FileEntry], count: int) -> list[list[FileEntry]]:

@@ -66,6 +66,13 @@ def spark_session(app_name: str, spark_options: Sequence[str] = ()) -> SparkSess
     return spark
 
 
+def stop_session() -> None:
+    """Stop the session a pass's runs shared, if one is running."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
 def with_driver_memory(submit_args: str) -> str:
     """``submit_args`` with ``--driver-memory`` unless they set it: a quarter of this machine's (or its
     container's) memory, 1 to 8 GiB. In local mode the driver is the executor too; Spark's default, 1 GiB, spills the
