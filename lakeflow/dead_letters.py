@@ -212,7 +212,7 @@ def count(storage: Storage, stream: Stream) -> Tally:
         location=storage.uri(DEAD_LETTERS),
         letters=sum(reasons.values()),
         files=len(entries) - len(unreadable),
-        reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+        reasons=_by_count(reasons),
         oldest=min(buckets, default=None),
         newest=max(buckets, default=None),
         unreadable=tuple(unreadable),
@@ -226,7 +226,10 @@ def tally(settings: Settings, stream: Stream) -> Tally:
         raw = open_raw(settings, stream)
     except TableNotFound:
         return Tally(stream.name, stream.raw_name, registered=False)
-    return count(raw.storage, stream)
+    try:
+        return count(raw.storage, stream)
+    except OSError as exc:
+        raise DeadLetterError(f"reading {raw.storage.uri(DEAD_LETTERS)}: {exc}") from exc
 
 
 # --- replay -----------------------------------------------------------------------------------------
@@ -306,11 +309,6 @@ class ReplayReport:
     busy: list[str] = field(default_factory=list)  # files another replay is working on: left alone
     unreadable: list[str] = field(default_factory=list)  # "<path>: <why>"
 
-    @property
-    def empty(self) -> bool:
-        """Nothing to replay: no dead letter, no staged replay."""
-        return not (self.files or self.finished or self.busy or self.unreadable)
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "stream": self.stream,
@@ -321,9 +319,9 @@ class ReplayReport:
             "registered": self.registered,
             "files": self.files,
             "replayed": sum(self.replayed.values()),
-            "replayed_by_reason": dict(self.replayed.most_common()),
+            "replayed_by_reason": _by_count(self.replayed),
             "kept": sum(self.kept.values()),
-            "kept_by_reason": dict(self.kept.most_common()),
+            "kept_by_reason": _by_count(self.kept),
             "reasons_changed": self.changed,
             "parts_written": self.parts,
             "dead_letter_files_rewritten": self.rewritten,
@@ -341,7 +339,10 @@ def replay(settings: Settings, stream: Stream, *, dry_run: bool = False) -> Repl
         raw = open_raw(settings, stream)
     except TableNotFound:
         return ReplayReport(stream.name, stream.raw_name, _schema(stream), dry_run, registered=False)
-    return replay_into(raw.storage, stream, settings.kafka_max_message_bytes, dry_run=dry_run)
+    try:
+        return replay_into(raw.storage, stream, settings.kafka_max_message_bytes, dry_run=dry_run)
+    except OSError as exc:  # (what was done stands; the next replay finishes what was under way)
+        raise DeadLetterError(f"replaying {raw.storage.uri(DEAD_LETTERS)}: {exc}") from exc
 
 
 def replay_into(
@@ -359,7 +360,11 @@ def replay_into(
     contract = RecordContract(stream.schema.contract())
     for entry in letter_files(storage):
         try:
-            planned = plan(read_letters(entry.rel, storage.read(entry.rel)), contract, max_bytes)
+            data = storage.read(entry.rel)
+        except FileNotFoundError:  # gone since the listing: a concurrent replay emptied it
+            continue
+        try:
+            planned = plan(read_letters(entry.rel, data), contract, max_bytes)
         except DeadLetterError as exc:
             report.unreadable.append(str(exc))
             continue
@@ -427,6 +432,11 @@ def finish(storage: Storage, entry: FileEntry, report: ReplayReport, now: dateti
     report.parts.append(publish(storage, entry.rel, staged, entry.mtime or datetime.now(timezone.utc), now))
     report.finished.append(entry.rel)
     report.replayed.update(staged.replayed)
+
+
+def _by_count(counts: Mapping[str, int]) -> dict[str, int]:
+    """Reasons → counts, the most frequent first (then by reason)."""
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _schema(stream: Stream) -> str:

@@ -32,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "catalog), or the one --stream names. Exit codes: 0, 2 the pipeline is unusable or a stream's dead "
         "letters cannot be read.",
     )
-    _common(ls, "the stream whose dead letters to count (default: every stream)", required=False)
+    _common(
+        ls, "the stream whose dead letters to count (default: every stream; lakeflow pipeline show lists them)", False
+    )
     ls.set_defaults(handler=_list)
     rp = sub.add_parser(
         "replay",
@@ -47,16 +49,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "0 (also with nothing to replay), 2 the stream or the pipeline is unusable, or a file cannot be read.",
     )
     _common(
-        rp, "the stream whose dead letters to replay: a stream's name, or one table of a topic-pattern stream", True
+        rp,
+        "the stream whose dead letters to replay: a stream's name, or one table of a topic-pattern stream (lakeflow "
+        "pipeline show lists them)",
+        True,
     )
     rp.add_argument("--dry-run", action="store_true", help="tell what would be replayed and kept; write nothing")
     rp.set_defaults(handler=_replay)
 
 
 def _common(parser: argparse.ArgumentParser, stream_help: str, required: bool) -> None:
-    parser.add_argument(
-        "--stream", metavar="NAME", required=required, help=f"{stream_help} (lakeflow pipeline show lists them)"
-    )
+    parser.add_argument("--stream", metavar="NAME", required=required, help=stream_help)
     parser.add_argument("--local", action="store_true", help="use the embedded local catalog")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -78,8 +81,6 @@ def _list(args: argparse.Namespace) -> int:
             rows.append(tally(settings, stream).to_dict())
         except LakeflowError as exc:
             rows.append({"stream": stream.name, "raw_table": stream.raw_name, "error": str(exc)})
-        except OSError as exc:
-            rows.append({"stream": stream.name, "raw_table": stream.raw_name, "error": f"reading: {exc}"})
     Output(args.json).result(list_lines(rows), {"source": pipeline.source, "streams": rows})
     failed = any("error" in r or r.get("unreadable") for r in rows)
     return EXIT_ERROR if failed else 0

@@ -26,7 +26,7 @@ import pytest
 import requests
 import yaml
 
-from lakeflow.aws_profile import CREDENTIAL_KEYS, PROVIDERS
+from lakeflow.aws_profile import CREDENTIAL_KEYS
 from lakeflow.catalog.base import CatalogError
 from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.credentials import to_s3a
@@ -46,12 +46,15 @@ FLINK_API_TOKEN = "flink-api-t0ken-Zx81Qa"
 DATAHUB_TOKEN = "datahub-gms-t0ken-Pw37Lm"
 WRONG_SECRET = "wr0ng-client-secret-Kq52"
 # What the AWS SDK does with the cluster's environment: find the profile, run its credential_process.
-BOTO3_PROBE = """
-import sys, boto3
-session = boto3.Session()
-session.client("s3", endpoint_url=sys.argv[1], region_name=sys.argv[2]).put_object(
+CREDENTIAL_PROBE = """
+import json, subprocess, sys, boto3
+out = subprocess.run(["sh", "-c", sys.argv[5] + " credential-process --namespace iot --table sensor-readings"],
+                     capture_output=True, text=True, check=True).stdout
+c = json.loads(out)
+boto3.client("s3", endpoint_url=sys.argv[1], region_name=sys.argv[2], aws_access_key_id=c["AccessKeyId"],
+             aws_secret_access_key=c["SecretAccessKey"], aws_session_token=c.get("SessionToken")).put_object(
     Bucket=sys.argv[3], Key=sys.argv[4], Body=b"[]")
-print(session.get_credentials().method)
+print("vended")
 """
 
 
@@ -335,15 +338,18 @@ def test_ingestion_and_compaction_runs_leave_no_secret_behind(world: World, tmp_
 
 @pytest.mark.slow
 def test_cluster_up_on_s3_keeps_every_key_out_of_the_cluster(world: World, tmp_path: Path):
-    """`lakeflow flink up` for an S3 table starts a real standalone cluster with the table's
-    AWS profile in its environment and keyless S3A settings in config.yaml. Flink logs every
-    config.yaml property at start: neither its conf and logs nor the command's output hold a secret
-    or a vended key, and the profile's credential_process, run by boto3 from the TaskManager's
-    environment, writes the table.
+    """`lakeflow flink up` for an S3 table starts a real standalone cluster with keyless S3A settings and
+    the command that vends each table's credentials to its own filesystem (``lakeflow-s3``) in
+    config.yaml, the catalog settings that command reads in a private file. Flink logs every config.yaml
+    property at start: neither its conf and logs, the daemons' environments nor the command's output
+    hold a secret or a vended key; the command, run as a TaskManager runs it, vends the table's
+    credentials, which write the table.
 
     The wheel has no flink-s3-fs-hadoop: an empty placeholder jar in a private FLINK_PLUGINS_DIR
     satisfies the plugin check (Flink starts with it and loads nothing from it); no S3 write by
-    Flink happens here, the S3A profile provider is exercised in test_credential_refresh.py."""
+    Flink happens here, the table's own filesystem writes in test_ingest_s3.py and test_fleet.py."""
+    from lakeflow.ingest.storage import CREDENTIAL_COMMAND
+
     plugins = tmp_path / "plugins"
     (plugins / "s3-fs-hadoop").mkdir(parents=True)
     (plugins / "s3-fs-hadoop" / "flink-s3-fs-hadoop-0.jar").touch()
@@ -360,40 +366,36 @@ def test_cluster_up_on_s3_keeps_every_key_out_of_the_cluster(world: World, tmp_p
         assert overview["taskmanagers"] >= 1 and overview["slots-total"] >= 1
         assert len(world.lakekeeper.vended_access_keys) > vended_before  # the keys kept out were real
 
-        name = "lakeflow.iot.sensor-readings"
-        credentials, env_file = world.home / "aws" / "credentials", world.home / "aws" / f"{name}.env"
-        assert f"wrote AWS profile {name} to {credentials}" in done.stderr
+        env_file = world.home / "aws" / "lakeflow-catalog.env"
+        assert f"catalog settings for the tables' credentials in {env_file}" in done.stderr
         assert "static TOKEN" not in done.stderr  # OAuth client credentials: renewable
         config = yaml.safe_load((home / "conf" / "config.yaml").read_text())
-        assert config["fs.s3a.aws.credentials.provider"] == PROVIDERS["v1"]
-        assert not CREDENTIAL_KEYS & set(config)
-        for path in (credentials, env_file):
-            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
+        assert f"LAKEFLOW_ENV_FILE={env_file}" in config[CREDENTIAL_COMMAND]
+        assert "fs.s3a.aws.credentials.provider" not in config and not CREDENTIAL_KEYS & set(config)
+        assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
         logs = "".join(p.read_text() for p in (home / "log").glob("*taskexecutor*.log"))
-        assert f"Loading configuration property: fs.s3a.aws.credentials.provider, {PROVIDERS['v1']}" in logs
+        assert f"Loading configuration property: {CREDENTIAL_COMMAND}, " in logs
 
-        # the daemons start without the caller's secrets (OAUTH_CLIENT_SECRET, FLINK_API_TOKEN, …)
+        # the daemons start without the caller's secrets (OAUTH_CLIENT_SECRET, FLINK_API_TOKEN, …) or AWS keys
         environs = {pid: Path(f"/proc/{pid}/environ").read_text() for pid in cluster._pids()}
         assert len(environs) == 2
         leaks = world.secrets().leaks({f"environment of pid {pid}": text for pid, text in environs.items()})
         assert not leaks, leaks
-        # the TaskManager runs with the profile's environment; boto3 given that environment re-vends
         (pid,) = cluster.taskmanager_pids()
         environ = dict(e.split("=", 1) for e in environs[pid].split("\0") if "=" in e)
-        aws = {k: v for k, v in environ.items() if k.startswith("AWS_")}
-        assert aws == {"AWS_PROFILE": name, "AWS_SHARED_CREDENTIALS_FILE": str(credentials),
-                       "AWS_CREDENTIAL_PROFILES_FILE": str(credentials)}
+        assert not [k for k in environ if k.startswith("AWS_")]
+        # the command, run from the TaskManager's environment as its table filesystem runs it, vends
         location = LakekeeperCatalog.from_settings(settings).load(settings.namespace, settings.table,
                                                                   vended=False).location
         bucket, _, prefix = location.removeprefix("s3://").partition("/")
         s3 = world.lakekeeper.warehouse.s3
         calls = len(world.lakekeeper.calls("GET", "/credentials"))
         probe = subprocess.run(
-            [sys.executable, "-c", BOTO3_PROBE, s3.endpoint, s3.region, bucket, f"{prefix}/cluster-up-probe.json"],
-            env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "AWS_CONFIG_FILE": os.devnull, **aws},
-            capture_output=True, text=True, timeout=120)
+            [sys.executable, "-c", CREDENTIAL_PROBE, s3.endpoint, s3.region, bucket, f"{prefix}/cluster-up-probe.json",
+             config[CREDENTIAL_COMMAND]],
+            env=environ, capture_output=True, text=True, timeout=120)
         assert probe.returncode == 0, probe.stderr[-2000:]
-        assert probe.stdout.strip() == "custom-process"
+        assert probe.stdout.strip() == "vended"
         assert len(world.lakekeeper.calls("GET", "/credentials")) == calls + 1
         assert s3.client("s3").head_object(Bucket=bucket, Key=f"{prefix}/cluster-up-probe.json")
     finally:
@@ -401,7 +403,7 @@ def test_cluster_up_on_s3_keeps_every_key_out_of_the_cluster(world: World, tmp_p
     assert not cluster.running()
 
     secrets = world.secrets()
-    leaks = secrets.leaks({**outputs("cluster-up", done), **outputs("boto3 probe", probe)})
+    leaks = secrets.leaks({**outputs("cluster-up", done), **outputs("credential probe", probe)})
     assert not leaks, leaks
     assert any((home / "log").glob("*standalonesession*.log"))
     leaks = secrets.file_leaks(tmp_path, allowed=[env_file])  # cluster conf/ and log/, the profile files

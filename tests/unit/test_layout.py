@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "lakeflow"
 # Each top-level part of lakeflow → its layer; a module imports its own layer and those below only.
 LAYERS = {
     "cli": 3,  # parses arguments, prints for people
-    **dict.fromkeys(("catalog", "ingest", "compaction", "lineage", "query", "stack", "aws_profile", "demo"), 2),
+    **dict.fromkeys(("catalog", "ingest", "compaction", "dead_letters", "lineage", "query", "stack", "aws_profile", "demo"), 2),
     **dict.fromkeys(("settings", "credentials", "auth", "http", "secret", "uris", "readings", "schema", "streams"), 1),
     "runtime": 0,  # a leaf: imports no other lakeflow module but the exception hierarchy
     "errors": 0,  # the exception hierarchy: a leaf every layer may raise from
