@@ -10,6 +10,7 @@ from typing import Any
 
 from lakeflow.cli.compact import add_maintain_arguments, add_table_arguments, options_of, served_streams
 from lakeflow.cli.output import Output
+from lakeflow.compaction.config import CompactOptions
 from lakeflow.errors import LakeflowError
 
 
@@ -60,20 +61,33 @@ def _maintain(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from lakeflow.compaction.config import load_config
-    from lakeflow.compaction.status import fleet_lines, table_status
-
     options = options_of(args)
     streams = [s.name for s in served_streams(options)()]
     if len(streams) == 1:
-        status = table_status(load_config(replace(options, stream=streams[0])))
-        Output(args.json).result(status.lines(), status.to_dict())
+        row, lines = _stream_status(options, streams[0])
+        Output(args.json).result(lines, row)
         return 0
     rows: list[dict[str, Any]] = []
     for name in streams:  # a stream that cannot be read is its row's error; the others are shown
         try:
-            rows.append(table_status(load_config(replace(options, stream=name))).to_dict())
+            rows.append(_stream_status(options, name)[0])
         except LakeflowError as exc:
             rows.append({"stream": name, "error": str(exc)})
+    from lakeflow.compaction.status import fleet_lines
+
     Output(args.json).result(fleet_lines(rows), {"streams": rows})
     return 2 if any("error" in r for r in rows) else 0
+
+
+def _stream_status(options: CompactOptions, stream: str | None) -> tuple[dict[str, Any], list[str]]:
+    """One stream's status (:func:`lakeflow.compaction.status.table_status`) with its dead letters counted."""
+    from lakeflow.compaction.config import load_config
+    from lakeflow.compaction.status import table_status
+    from lakeflow.dead_letters import tally
+
+    config = load_config(replace(options, stream=stream))
+    status = table_status(config)
+    letters = tally(config.settings, config.stream)
+    reasons = ", ".join(f"{n} {reason}" for reason, n in list(letters.reasons.items())[:3])
+    lines = [*status.lines(), f"dead letters: {letters.letters}" + (f" ({reasons})" if reasons else "")]
+    return {**status.to_dict(), "dead_letters": letters.letters}, lines

@@ -144,15 +144,16 @@ def table_status(config: CompactConfig, now: datetime | None = None) -> Status:
     return status
 
 
-FLEET_COLUMNS = ("stream", "table", "rows", "pending", "end-to-end lag", "last run", "schema")
+FLEET_COLUMNS = ("stream", "table", "rows", "dead letters", "pending", "end-to-end lag", "last run", "schema")
 
 
 def fleet_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """Every stream's status (``Status.to_dict()``, or ``{"stream", "error"}``) as one aligned table."""
+    """Every stream's status (``Status.to_dict()`` and its ``dead_letters``, or ``{"stream", "error"}``) as one
+    aligned table."""
     cells = [FLEET_COLUMNS]
     for r in rows:
         if "error" in r:
-            cells.append((r["stream"], "-", "-", "-", "-", "error", r["error"]))
+            cells.append((r["stream"], "-", "-", "-", "-", "-", "error", r["error"]))
             continue
         lag = r["end_to_end_lag_s"]
         last = r["last_run"]
@@ -161,6 +162,7 @@ def fleet_lines(rows: list[dict[str, Any]]) -> list[str]:
                 r["stream"],
                 r["table"] + ("" if r["exists"] else " (not created yet)"),
                 f"{r['rows']:,}",
+                f"{r.get('dead_letters', 0):,}",
                 f"{r['pending_files']} file(s)",
                 "unknown" if lag is None else _age(lag),
                 f"{last['result']} at {last['at']}" if last else "none",

@@ -135,7 +135,10 @@ def test_one_job_and_one_compactor_serve_every_stream(plant: Path, kafka_broker:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
     proc = run([str(LAKEFLOW), "status", "--json"], env, plant)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = {s["stream"]: (s["table"], s["rows"]) for s in json.loads(proc.stdout)["streams"]}
+    streams = json.loads(proc.stdout)["streams"]
+    rows = {s["stream"]: (s["table"], s["rows"]) for s in streams}
+    assert {s["stream"]: s["dead_letters"] for s in streams if s["dead_letters"]} == {"vibration": 1,
+                                                                                      "meters_hall07": 1}
     assert rows == {"vibration": ("plant.vibration-compacted", 20), "temperature": ("plant.temperature-compacted", 60),
                     **{f"meters_{h}": (f"plant.meters_{h}-compacted", 20) for h in HALLS}}
     proc = run([str(LAKEFLOW), "query", "--stream", "meters_hall03", "--format", "json",
