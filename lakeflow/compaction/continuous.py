@@ -162,6 +162,7 @@ def run_forever(
                 # process comes rarely: a run's pyiceberg tables and FileIOs sit in reference cycles and hold
                 # S3 filesystems whose AWS SDK clients keep eventfds open (make soak: +9 descriptors a run).
                 gc.collect()
+                release_unused()
                 took_s = time.monotonic() - started
                 figures = read_report(report)
                 metrics.record(table, figures, code, took_s)
@@ -171,6 +172,15 @@ def run_forever(
             while not stop.requested and time.monotonic() < wake:
                 time.sleep(min(SLICE_S, max(0.0, wake - time.monotonic())))
     return 0
+
+
+def release_unused() -> None:
+    """Hand the memory Arrow's allocator keeps for reuse back to the system between runs: a run's batches
+    are freed (nothing stays allocated), but mimalloc holds their pages, and the service's RSS then swings
+    with the last run's batch, not its working set (~30 MiB less, measured over 40 runs; docs/operations.md)."""
+    arrow = sys.modules.get("pyarrow")  # a run that loaded it; the loop itself loads nothing
+    if arrow is not None:
+        arrow.default_memory_pool().release_unused()
 
 
 def _quietly(run_once: StreamRun, stream: str | None, report: Path, maintain: bool, on_commit: OnCommit) -> int:
