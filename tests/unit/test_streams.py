@@ -115,3 +115,31 @@ def test_the_variables_of_one_stream_and_a_pipeline_exclude_each_other(tmp_path:
     settings = load_settings({"PIPELINE": "p.toml", "SOURCE": "kafka", "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092"},
                              env_file=tmp_path / "none.env")  # the pipeline names the topics
     assert settings.pipeline is not None and settings.kafka_topic is None
+
+
+def test_pipeline_show_and_register_cover_every_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    from lakeflow.cli.main import main
+
+    pipeline(tmp_path)  # the files
+    monkeypatch.setenv("PIPELINE", str(tmp_path / "pipeline.toml"))
+    monkeypatch.setenv("LAKEFLOW_HOME", str(tmp_path / "home"))
+    assert main(["register"]) == 0
+    out, err = capsys.readouterr()
+    assert "created: plant.vibration in the local catalog" in err
+    assert main(["register"]) == 0 and "already registered: plant.vibration" in capsys.readouterr().err
+    from lakeflow.catalog.local import LocalCatalog
+
+    LocalCatalog(tmp_path / "home").register(("plant",), "meters_hall1")  # as the job does for a new topic
+    assert main(["pipeline", "show", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [(s["stream"], s["raw_table"], s["iceberg_table"]) for s in shown["streams"]] == [
+        ("vibration", "plant.vibration", "plant.vibration-compacted"),
+        ("meters_hall1", "plant.meters_hall1", "plant.meters_hall1-compacted")]
+    assert all(s["plan"]["exists"] is False for s in shown["streams"])
+    assert main(["pipeline", "show"]) == 0
+    text = capsys.readouterr().out
+    assert "stream meters: topic pattern" in text and "stream meters_hall1 (of meters)" in text
+    (tmp_path / "pipeline.toml").write_text(ISSUE_TOML.replace("event-time", "evnet-time"))
+    assert main(["pipeline", "show"]) == 2
+    assert capsys.readouterr().err.strip().endswith("stream 'meters': unknown key 'evnet-time'")
