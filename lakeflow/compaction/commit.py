@@ -248,7 +248,8 @@ def open_target(
         try:  # load first: pyiceberg's SQL catalog writes a new table's metadata file before it finds the name taken
             table = catalog.load_table(ident)
         except NoSuchTableError:
-            catalog.create_namespace_if_not_exists(tuple(namespace))
+            if not catalog.namespace_exists(tuple(namespace)):  # a create needs a privilege a load does not
+                catalog.create_namespace_if_not_exists(tuple(namespace))
             fresh = schema.iceberg_schema()
             table = catalog.create_table_if_not_exists(
                 ident,
