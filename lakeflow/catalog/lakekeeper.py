@@ -130,12 +130,17 @@ class LakekeeperCatalog(Catalog):
         properties: Mapping[str, str] | None = None,
         doc: str | None = None,
     ) -> TableHandle:
-        """Create the table (format ``dataset``) or, when it exists already, load it.
+        """Load the table; create it (format ``dataset``) when it does not exist yet. Loading first, a
+        principal that may write an existing table needs no privilege to create one.
 
-        Only ``GenericTableAlreadyExists`` means "already registered"; ``LocationAlreadyTaken``
-        and every other error is raised.
+        Only ``GenericTableAlreadyExists`` (another registered it meanwhile) means "already registered";
+        ``LocationAlreadyTaken`` and every other error is raised.
         """
         what = f"register {_dotted(namespace, table)}"
+        try:
+            return self._found(namespace, table, location, self.load(namespace, table))
+        except TableNotFound:
+            pass
         body = CreateGenericTableRequest(
             name=table,
             format=FORMAT,
@@ -242,12 +247,23 @@ class LakekeeperCatalog(Catalog):
                 code=conflict.code,
                 error_id=conflict.error_id,
             ) from None
+        return self._found(namespace, table, location, handle, conflict)
+
+    def _found(
+        self,
+        namespace: Sequence[str],
+        table: str,
+        location: str | None,
+        handle: TableHandle,
+        conflict: CatalogError | None = None,
+    ) -> TableHandle:
+        """``handle``, the registered table, if it is where we want it."""
         if location and handle.location.rstrip("/") != location.rstrip("/"):
             raise CatalogError(
                 f"register {_dotted(namespace, table)}: already registered at {handle.location}, not at {location}",
-                type=conflict.type,
-                code=conflict.code,
-                error_id=conflict.error_id,
+                type=conflict.type if conflict else "",
+                code=conflict.code if conflict else 0,
+                error_id=conflict.error_id if conflict else "",
             )
         log.debug("%s is already registered", _dotted(namespace, table))
         return handle

@@ -323,9 +323,19 @@ def test_location_already_taken_is_an_error_not_already_registered(lakekeeper):
     with pytest.raises(CatalogError, match="not a valid sublocation") as err:
         catalog.register(NS, "third", location="s3://elsewhere/x")
     assert err.value.type == "InvalidLocation"
-    with pytest.raises(CatalogError, match="already registered at") as err:
+    creates = len(lakekeeper.calls("POST", "/generic-tables"))
+    with pytest.raises(CatalogError, match="already registered at"):
         catalog.register(NS, "first", location=lakekeeper.warehouse.base + "/other")
-    assert err.value.type == "GenericTableAlreadyExists"
+    assert len(lakekeeper.calls("POST", "/generic-tables")) == creates  # loaded first: no create sent
+
+
+def test_register_loads_before_it_creates(lakekeeper):
+    """An existing table is loaded, not created again: a principal that may write it needs no create."""
+    catalog = client(lakekeeper)
+    assert catalog.register(NS, "existing").created
+    creates = len(lakekeeper.calls("POST", "/generic-tables"))
+    again = catalog.register(NS, "existing")
+    assert not again.created and len(lakekeeper.calls("POST", "/generic-tables")) == creates
 
 
 def test_a_name_held_by_an_iceberg_table_is_not_already_registered(lakekeeper):
