@@ -2,7 +2,9 @@
 standalone Flink cluster, its TaskManager SIGKILLed while readings are being produced to the topic
 (and restarted each time); once every reading has been produced and the committed part files hold
 as many, the job is cancelled and every reading counted by (``run_id``, ``seq``): nothing lost,
-nothing twice — the Kafka offsets and the part files recover from the same checkpoint.
+nothing twice — the Kafka offsets and the part files recover from the same checkpoint. Then, as
+``tm-kill``, ``lakeflow maintain --leftover-min-age 0s`` on the raw table: no hidden in-progress file
+of the killed attempts left (``hidden_after_maintain``), the committed part files as they were.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from lakeflow.secret import is_secret_key
 from lakeflow.runtime.homes import flink_home
 from tests.chaos.common import Result, progress, tail, timed
 from tests.chaos.tm_kill import (HEARTBEATS, JOB, PACKAGE, _check_counts, _job_env, _require_package, _running,
-                                 _submitted, _wait, count_committed)
+                                 _submitted, _wait, count_committed, maintain_local)
 from tests.support.fixtures_servers import free_port
 from tests.support.kafka_broker import run_kafka
 from tests.support.envs import INGEST_PY
@@ -38,7 +40,7 @@ def _reading(run_id: str, seq: int) -> str:
 
 def tm_kill_kafka(workdir: Path, *, kills: int = 4, records: int = 8000, batches: int = 16,
                   seed: Optional[int] = None) -> Result:
-    result = Result("tm-kill-kafka", zeros=("lost", "duplicated", "partial"))
+    result = Result("tm-kill-kafka", zeros=("lost", "duplicated", "partial", "hidden_after_maintain"))
     rnd = random.Random(seed)
     with timed(result):
         _require_package()
@@ -86,6 +88,7 @@ def tm_kill_kafka(workdir: Path, *, kills: int = 4, records: int = 8000, batches
                 result.check(state == "CANCELED", f"job state {state}: {tail(log.read_text(), 4)}")
                 _check_counts(result, counts, records, kills,
                               len(failures.get("exceptionHistory", {}).get("entries", [])))
+                maintain_local(result, env, workdir, table, records, counts)
             finally:
                 if proc is not None and proc.poll() is None:
                     proc.kill()

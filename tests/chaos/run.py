@@ -20,6 +20,7 @@ from typing import Callable, Optional, Sequence
 from tests.chaos.catalog_faults import lakekeeper_faults, oauth_expiry
 from tests.chaos.common import Result
 from tests.chaos.compaction_faults import bad_files, compact_kill, two_compactors
+from tests.chaos.fleet_faults import tm_kill_fleet
 from tests.chaos.harvest_faults import harvest_garbage
 from tests.chaos.kafka_faults import tm_kill_kafka
 from tests.chaos.spark_faults import executor_kill
@@ -29,6 +30,7 @@ SCENARIOS: dict[str, Callable[[Path], Result]] = {
     "tm-kill": tm_kill,
     "tm-kill-s3": lambda workdir: tm_kill(workdir, s3=True),
     "tm-kill-kafka": tm_kill_kafka,
+    "tm-kill-fleet": tm_kill_fleet,
     "compact-kill": compact_kill,
     "two-compactors": two_compactors,
     "executor-kill": executor_kill,
