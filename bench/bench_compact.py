@@ -49,6 +49,7 @@ from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.machine import describe  # noqa: E402
 
 from tests.support.fixtures_compaction import make_home  # noqa: E402
 
@@ -440,6 +441,7 @@ def main() -> int:
                         "BENCH_DUPLICATES; default 1; 0: skip)")
     parser.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster's scaling")
     args = parser.parse_args()
+    print(describe(), flush=True)  # what the figures below ran on
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from lakeflow.compaction.engine import CROSSOVER_BYTES
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.machine import describe  # noqa: E402
 
 from lakeflow.runtime.flink_cluster import FlinkCluster  # noqa: E402
 from lakeflow.runtime.homes import ingestion_python  # noqa: E402
@@ -61,6 +62,7 @@ def main() -> int:
     parser.add_argument("--rest-url", help="use this cluster (already holding the jobs) instead")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the started cluster running")
     args = parser.parse_args()
+    print(describe(), flush=True)  # what the figures below ran on
     datahub = args.datahub_venv / "bin" / "datahub"
     if not datahub.exists():
         sys.exit(f"{datahub} missing: run `make bench-harvest` (it builds the DataHub virtualenv)")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.machine import describe  # noqa: E402
 
 from lakeflow.catalog.local import LocalCatalog  # noqa: E402
 from lakeflow.ingest import sensors  # noqa: E402
@@ -169,6 +170,7 @@ def main() -> int:
     parser.add_argument("--schema", type=Path, help="a declared schema (TABLE_SCHEMA) instead of the default")
     parser.add_argument("--skip-make-run", action="store_true")
     args = parser.parse_args()
+    print(describe(), flush=True)  # what the figures below ran on
 
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     os.environ.setdefault("FLINK_LOG_DIR", str(work / "log"))

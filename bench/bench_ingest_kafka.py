@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.machine import describe  # noqa: E402
 
 from bench.bench_ingest import Meter, compare  # noqa: E402
 from lakeflow.catalog.local import LocalCatalog  # noqa: E402
@@ -109,6 +110,7 @@ def main() -> int:
     parser.add_argument("--interval-ms", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    print(describe(), flush=True)  # what the figures below ran on
 
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-kafka-"))
     os.environ.setdefault("FLINK_LOG_DIR", str(work / "log"))
