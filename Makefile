@@ -32,7 +32,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
 .PHONY: help install run demo test test-prereqs maven lint test-fast jar package cluster-up cluster-down flink-plugins \
-        compact harvest stack bench-ingest bench-compact bench-longrun bench-harvest bench-freshness soak chaos clean lock
+        compact harvest stack bench-ingest bench-compact bench-longrun bench-harvest bench-freshness bench-fleet soak chaos clean lock
 
 help:  ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -246,6 +246,9 @@ bench-harvest: install $(BENCH_DH_VENV)/bin/datahub  ## lakeflow harvest vs Data
 # --- long-running safety (docs/operations.md) --------------------------------------------------
 bench-freshness: install $(JAR) $(PACKAGE_ZIP)  ## sent → queryable per message: Kafka → ingestion job → compact --every, p50/p95/p99/max vs the goal p99 <= 2·C + P + 5 s (FRESHNESS_MINUTES=10 FRESHNESS_RATE=2000 CHECKPOINT_S=10 COMPACT_EVERY_S=30); build/bench/freshness.{json,png}
 	$(PY) bench/bench_freshness.py $(ARGS)
+
+bench-fleet: install $(JAR) $(PACKAGE_ZIP)  ## one pipeline of FLEET_STREAMS (50) Kafka streams, 5 schemas, vs the one-stream job at the same total rate: committed messages/s >= 0.9x, every stream's freshness p99 <= 2·C + P + 5 s, TaskManager/compactor MiB per stream (1, 10, 50 streams), an idle compaction pass over the 50 tables <= 2 s (FLEET_MINUTES=5 FLEET_RATE=2000 FLEET_FORM=pattern|list; ~18 min); build/bench/fleet.json
+	$(PY) bench/bench_fleet.py $(ARGS)
 
 soak: install $(JAR) $(PACKAGE_ZIP)  ## not CI: the same pipeline on S3 (moto, expiring credentials) under scheduled faults for SOAK_MINUTES (60): nothing lost or twice, no leftovers, memory/files/run-time trends; build/soak/
 	$(PY) bench/soak.py $(ARGS)

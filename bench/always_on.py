@@ -390,6 +390,7 @@ def agreement(samples: list[tuple[float, float, float]], probe: SnapshotProbe, t
 
 
 RUN_LINE = re.compile(r" files (\d+) rows (\d+) (\d+\.\d+)s (ok|error|busy|exit \d+)")
+RUN_STREAM = re.compile(r" stream (\S+) run ")  # a pipeline's runs name their stream
 STAGE_DONE = re.compile(r"\[([\w-]+)\] done in (\d+\.\d+) s")
 
 
@@ -402,6 +403,7 @@ class Run:
     rows: int
     duration_s: float
     result: str
+    stream: str | None = None  # the stream it compacted (a pipeline file's); None: the settings' one
 
 
 @dataclass
@@ -441,7 +443,9 @@ class Compactor:
     def _run_line(self, line: str) -> None:
         found = RUN_LINE.search(line)
         if found:
-            self.runs.append(Run(time.time(), int(found[1]), int(found[2]), float(found[3]), found[4]))
+            stream = RUN_STREAM.search(line)
+            self.runs.append(Run(time.time(), int(found[1]), int(found[2]), float(found[3]), found[4],
+                                 stream[1] if stream else None))
 
     def _stage_line(self, line: str) -> None:
         found = STAGE_DONE.search(line)

@@ -27,6 +27,7 @@ EVENT_TIME_FIELD, KEY_FIELDS and PARTITION_BY override the file's ``x-lakeflow``
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -84,9 +85,19 @@ def load_schema(
     except OSError as exc:
         raise SchemaError(f"TABLE_SCHEMA={path}: cannot read it: {exc.strerror or exc}") from None
     try:
-        return parse_schema(text, source, event_time=event_time, key=key, partition_by=partition_by)
+        return _parsed(text, source, event_time, None if key is None else tuple(key), partition_by)
     except SchemaError as exc:
         raise SchemaError(f"{source}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(
+    text: str, source: str, event_time: str | None, key: tuple[str, ...] | None, partition_by: str | None
+) -> TableSchema:
+    """:func:`parse_schema`, once per declaration: a compaction service runs every stream of a pipeline
+    each pass, and checking a schema against the JSON Schema meta-schema costs milliseconds (a
+    ``TableSchema`` is immutable; a changed file is a new text, parsed anew)."""
+    return parse_schema(text, source, event_time=event_time, key=key, partition_by=partition_by)
 
 
 def parse_schema(
