@@ -67,7 +67,11 @@ def spark_session(app_name: str, spark_options: Sequence[str] = ()) -> SparkSess
 
 
 def stop_session() -> None:
-    """Stop the session a pass's runs shared, if one is running."""
+    """Stop the session a pass's runs shared, if one is running (no JVM started: nothing to stop)."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is None:
+        return
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
