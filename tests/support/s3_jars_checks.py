@@ -46,14 +46,19 @@ def flink(creds: dict, uri: str) -> None:
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.datastream.connectors.file_system import FileSink, RollingPolicy
 
-    from lakeflow.ingest.storage import configure_filesystems
+    from pyflink.java_gateway import get_gateway
 
     conf = Configuration()
     conf.set_string("python.executable", sys.executable)
     conf.set_string("execution.checkpointing.interval", "1s")
     conf.set_string("restart-strategy.type", "none")
     env = StreamExecutionEnvironment.get_execution_environment(conf)
-    configure_filesystems(uri, s3a_settings(creds), in_process=True)  # as make run does
+    jvm = get_gateway().jvm  # this JVM's S3 filesystem with the keys (lakeflow's jobs give each table its own)
+    keys = jvm.org.apache.flink.configuration.Configuration()
+    for key, value in s3a_settings(creds).items():
+        keys.setString(key, value)
+    jvm.org.apache.flink.core.fs.FileSystem.initialize(
+        keys, jvm.org.apache.flink.core.plugin.PluginUtils.createPluginManagerFromRootFolder(keys))
     env.set_parallelism(1)
     lines = env.from_collection([f"line {i}" for i in range(1000)], type_info=Types.STRING())
     lines.sink_to(FileSink.for_row_format(uri, Encoder.simple_string_encoder())
