@@ -253,5 +253,5 @@ bench-fleet: install $(JAR) $(PACKAGE_ZIP)  ## one pipeline of FLEET_STREAMS (50
 soak: install $(JAR) $(PACKAGE_ZIP)  ## not CI: the same pipeline on S3 (moto, expiring credentials) under scheduled faults for SOAK_MINUTES (60): nothing lost or twice, no leftovers, memory/files/run-time trends; build/soak/
 	$(PY) bench/soak.py $(ARGS)
 
-chaos: install $(JAR) $(PACKAGE_ZIP)  ## fault injection, real processes: TaskManager, spark-submit and Spark executor kills, bad files, Lakekeeper/OAuth/Flink REST faults (< 15 min)
+chaos: install $(JAR) $(PACKAGE_ZIP)  ## fault injection, real processes: TaskManager kills (one stream, Kafka, a fleet of 20 topics), spark-submit and Spark executor kills, bad files, Lakekeeper/OAuth/Flink REST faults (< 15 min)
 	$(PY) -m tests.chaos.run $(ARGS)

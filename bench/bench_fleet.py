@@ -80,6 +80,7 @@ from bench.always_on import (  # noqa: E402
     Messages,
     PartProbe,
     Poller,
+    Producer,
     Run,
     SnapshotProbe,
     Tracker,
@@ -219,12 +220,11 @@ def create_topics(broker: KafkaBroker, topics: Sequence[str]) -> None:
         raise RuntimeError(f"creating {len(topics)} topics failed: {done.stderr[-800:]}")
 
 
-class FleetProducer:
+class FleetProducer(Producer):
     """bench/FleetProducer.java fed ``rate`` messages a second in all, round-robin over ``lanes`` (each
     lane's messages numbered 0, 1, … in its own tracker), in batches every 10 ms; a message's send time is
-    when its batch is handed to the producer (as :class:`bench.always_on.Producer`)."""
-
-    TICK_S = 0.01
+    when its batch is handed to the producer (as :class:`bench.always_on.Producer`, whose start and stop
+    it keeps)."""
 
     def __init__(self, broker: KafkaBroker, lanes: Sequence[Lane], rate: float, log: Path) -> None:
         self.lanes, self.rate = list(lanes), rate
@@ -235,10 +235,6 @@ class FleetProducer:
         self.first_s = self.last_s = float("nan")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="fleet-producer")
-
-    def start(self) -> FleetProducer:
-        self._thread.start()
-        return self
 
     def _run(self) -> None:
         assert self.proc.stdin is not None
@@ -273,20 +269,6 @@ class FleetProducer:
     @property
     def sent(self) -> int:
         return sum(lane.tracker.count for lane in self.lanes)
-
-    def stop(self, timeout: float = 120) -> int:
-        self._stop.set()
-        self._thread.join()
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-        finally:
-            self.log.close()
-
 
 class RoundRobin(Poller):
     """Polls every one of ``probes`` in turn from one thread every ``period_s`` (50 tables: 2 threads, not
