@@ -34,8 +34,8 @@ Figures per phase, beside the targets (the issue's):
   compactor's RSS, medians over a window after warm-up (from 90 s after the first send, 60 s; earlier
   in short runs), at 1, 10 and ``FLEET_STREAMS`` streams; the slopes (least squares, MiB/stream): the
   TaskManager's RSS + live heap ≤ 20, the compactor's RSS ≤ 10;
-- **idle pass**: once everything is compacted, each table's next run of the service (its whole run, the
-  ``gc.collect()`` after it included), summed — the streams' runs spread over the period, each due ``P``
+- **idle pass**: once everything is compacted, each table's next run of the service (its whole run; the
+  service collects once a tick, after its runs), summed — the streams' runs spread over the period, each due ``P``
   after its own last start — ≤ 2 s at ``FLEET_STREAMS`` tables; beside it, after the service stopped, one
   ``lakeflow compact`` process (start-up included), a pass in one process as the service runs it (its runs
   and the collections apart), ``lakeflow status --json``, and a cProfile of a warm pass (where it goes).
@@ -598,11 +598,12 @@ t = time.perf_counter(); first = main(["compact"]); cold = time.perf_counter() -
 t = time.perf_counter(); second = main(["compact"]); warm = time.perf_counter() - t
 options = options_of(build_parser().parse_args(["compact"]))
 runs = collections = 0.0
-for stream in served_streams(options)():  # as the service: a run per stream, then gc.collect() (continuous.py)
+for stream in served_streams(options)():  # as the service: a run per stream, then one gc.collect() (continuous.py)
     t = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
         run_once(replace(options, stream=stream.name), ())
-    t2 = time.perf_counter(); gc.collect(); runs += t2 - t; collections += time.perf_counter() - t2
+    runs += time.perf_counter() - t
+t2 = time.perf_counter(); gc.collect(); collections += time.perf_counter() - t2
 profile = cProfile.Profile()
 profile.enable(); third = main(["compact"]); profile.disable()
 profile.dump_stats(sys.argv[1])
@@ -787,8 +788,8 @@ def main() -> int:
     if shot:
         print(f"  over {args.streams} idle tables: one `lakeflow compact` process {shot['compact_s']} s (exit "
               f"{shot['compact_exit']}); in one process, a first pass {shot.get('cold_in_process_s')} s, the next "
-              f"{shot.get('warm_s')} s; as the service does it, runs {shot.get('service_runs_s')} s + gc.collect() "
-              f"after each {shot.get('service_gc_s')} s ({shot.get('objects')} objects); `lakeflow status --json` "
+              f"{shot.get('warm_s')} s; as the service does it, runs {shot.get('service_runs_s')} s + one gc.collect() "
+              f"{shot.get('service_gc_s')} s ({shot.get('objects')} objects); `lakeflow status --json` "
               f"{shot['status_s']} s ({shot['status_streams']} streams)")
         print(f"  where the warm pass goes (cProfile, {shot.get('profile_total_s')} s in all; cumulative):")
         for entry in shot.get("profile_cumulative", [])[:14]:
