@@ -33,6 +33,11 @@ def chosen_stream(settings: Settings, name: str | None) -> Stream:
     pipeline = load_pipeline(settings)
     if name is None and len(pipeline.declared) == 1 and not pipeline.patterns:
         return pipeline.streams()[0]
+    if name is not None:  # a pattern's table by its name alone: no listing of the catalog a run
+        named = [s for s in pipeline.streams() if s.name == name]
+        named += [s for d in pipeline.patterns if (s := d.for_table(name)) is not None]
+        if len(named) == 1:
+            return named[0]
     streams = pipeline_streams(settings, pipeline)
     if name is not None:
         return pipeline.find(name, streams)
