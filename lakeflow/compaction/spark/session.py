@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from py4j.protocol import Py4JError
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
@@ -52,6 +53,9 @@ def _prepare_launch(spark_options: Sequence[str]) -> None:
         os.environ["PYSPARK_SUBMIT_ARGS"] = with_class_archive(submit_args)  # the driver maps it if built
 
 
+_pass_session: SparkSession | None = None  # the session this pass's runs share; stop_session ends it
+
+
 def spark_session(app_name: str, spark_options: Sequence[str] = ()) -> SparkSession:
     """The session (master and resources come from spark-submit; see :func:`_prepare_launch`)."""
     _prepare_launch(spark_options)
@@ -60,21 +64,23 @@ def spark_session(app_name: str, spark_options: Sequence[str] = ()) -> SparkSess
         builder = builder.master("local[*]")
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    global _pass_session
+    spark = _pass_session = builder.getOrCreate()
     if not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):  # spark-submit --conf wins
         spark.conf.set(SHUFFLE_PARTITIONS, str(2 * spark.sparkContext.defaultParallelism))
     return spark
 
 
 def stop_session() -> None:
-    """Stop the session a pass's runs shared, if one is running (no JVM started: nothing to stop)."""
-    from pyspark import SparkContext
-
-    if SparkContext._active_spark_context is None:
+    """Stop the session a pass's runs shared (:func:`spark_session`'s), if one was started."""
+    global _pass_session
+    session, _pass_session = _pass_session, None
+    if session is None:
         return
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
+    try:
+        session.stop()
+    except (OSError, Py4JError) as exc:  # its JVM is gone already (the driver's gateway ended): nothing to stop
+        log.debug("the pass's Spark session was gone already: %s", type(exc).__name__)
 
 
 def with_driver_memory(submit_args: str) -> str:
