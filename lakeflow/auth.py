@@ -8,6 +8,8 @@ line or an exception.
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 import threading
 import time
@@ -175,6 +177,22 @@ class BearerAuth(AuthBase):
         answer.history.append(response)
         answer.request = retry
         return answer
+
+
+def principal_name(settings: Settings) -> str:
+    """Who the catalog sees, for messages: the OAuth client id, or a static token's subject (its JWT
+    ``sub``, read without verifying it); "" when neither says."""
+    if settings.oauth_token_url and settings.oauth_client_id and settings.oauth_client_secret:
+        return settings.oauth_client_id
+    if not settings.token:
+        return ""
+    parts = settings.token.reveal().split(".")
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))) if len(parts) == 3 else {}
+    except ValueError:
+        return ""
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    return subject if isinstance(subject, str) else ""
 
 
 def token_provider(settings: Settings, options: HttpOptions) -> TokenProvider | None:

@@ -64,17 +64,19 @@ def load_readings(config: CompactConfig, since: datetime | None = None, until: d
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
     from lakeflow.catalog.errors import iceberg_errors
-    from lakeflow.compaction.commit import iceberg_catalog
+    from lakeflow.compaction.commit import check_readable, iceberg_catalog, principal_of
 
     catalog = iceberg_catalog(config.settings)
-    with iceberg_errors(f"load Iceberg table {config.target_name}"):
+    with iceberg_errors(f"load Iceberg table {config.target_name}", principal_of(catalog)):
         try:
             table = catalog.load_table((*config.namespace, config.target_table))
         except (NoSuchTableError, NoSuchNamespaceError):
+            who = principal_of(catalog)
             raise QueryError(
-                f"no Iceberg table {config.target_name} in the {config.settings.catalog} catalog: "
-                "run `make compact` first"
+                f"no Iceberg table {config.target_name} in the {config.settings.catalog} catalog"
+                f"{f' visible to {who}' if who else ''}: run `make compact` first"
             ) from None
+    check_readable(table)
     if table.current_snapshot() is None:
         print(
             f"lakeflow query: {config.target_name} has no rows yet (run `make compact` once readings were ingested)",

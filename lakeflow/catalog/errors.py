@@ -9,7 +9,9 @@ Two sources, one classification (:func:`_kind`, by the server's error ``type``, 
   their class.
 
 Messages name what was being done (``what``, e.g. ``commit to Iceberg table iot.t``) and hold the
-server's words only: never a token, key or secret.
+server's words only: never a token, key or secret. Under Lakekeeper's authorization a refusal names
+the principal (``principal``, :func:`lakeflow.auth.principal_name`) and the privilege to grant it
+(:class:`Forbidden`), and what it cannot see is "not visible to" it as well as "does not exist".
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ class AccessDenied(CatalogError):
     """Not authenticated (401, 419) or not allowed (403)."""
 
 
+class Forbidden(AccessDenied):
+    """The principal may not do this (403 ``…ActionForbidden``; 401 on a grant): the message names the
+    principal, the object and the privilege to grant."""
+
+
 class CatalogUnavailable(CatalogError, ServiceUnavailable):
     """The catalog did not answer, was overloaded (429) or failed (5xx) after the retries."""
 
@@ -69,7 +76,6 @@ _BY_TYPE: dict[str, Kind] = {
     "MissingAuthorizationHeader": AccessDenied,
 }
 _EXPLAINED: dict[Kind, str] = {
-    TableNotFound: "the table does not exist (or is not visible to this principal)",
     CommitConflict: "the table changed while this run worked; nothing was committed — run again",
     CommitStateUnknown: "the catalog failed during the commit, which may or may not have been applied "
     "(a fresh load of the table tells; a new run checks)",
@@ -86,18 +92,81 @@ def _kind(type_: str, code: int) -> Kind:
     return CatalogError
 
 
+# Lakekeeper's refusals: "<Kind> action `<action>` forbidden on <object kind> '<name>' in warehouse `<id>`"
+# (403) and "Unauthorized for action `<action>` on `<object>`" (401, the permission endpoints).
+_FORBIDDEN = re.compile(
+    r"action `(?P<action>\w+)` forbidden on (?P<kind>warehouse|namespace with name|generic table|table|view|project"
+    r"|role|server) [`'](?P<name>[^`']+)[`']"
+)
+_UNAUTHORIZED = re.compile(r"^Unauthorized for action `(?P<action>\w+)` on `(?P<name>[^`]+)`")
+# action → (what the principal may not do, the privilege that allows it); Lakekeeper's OpenFGA model
+_PRIVILEGES: dict[str, tuple[str, str]] = {
+    "read_data": ("read", "select"),
+    "can_read_data": ("read", "select"),
+    "write_data": ("write to", "modify"),
+    "can_write_data": ("write to", "modify"),
+    "can_commit": ("commit to", "modify"),
+    "can_drop": ("drop", "modify"),
+    "can_rename": ("rename", "modify"),
+    "can_create_namespace": ("create namespaces in", "create"),
+    "can_create_table": ("create tables in", "create"),
+    "can_create_generic_table": ("create tables in", "create"),
+    "can_create_view": ("create views in", "create"),
+    "can_get_metadata": ("see", "describe"),
+    "can_list_warehouses": ("list the warehouses of", "describe"),
+    "can_list_namespaces": ("list the namespaces of", "describe"),
+    "can_list_everything": ("list", "describe"),
+}
+_MISSING = {
+    "NoSuchWarehouseException": "the warehouse",
+    "NoSuchNamespaceException": "the namespace",
+    "NoSuchGenericTableException": "the table",
+    "NoSuchTableException": "the table",
+    "NoSuchViewException": "the view",
+}
+
+
+def _who(principal: str) -> str:
+    return principal or "this principal"
+
+
+def _refusal(message: str, principal: str) -> str | None:
+    """One line naming the principal, the object and the privilege to grant; None when ``message`` is
+    no authorization refusal Lakekeeper words."""
+    if found := _FORBIDDEN.search(message):
+        kind = "namespace" if found["kind"] == "namespace with name" else found["kind"]
+        verb, privilege = _PRIVILEGES.get(found["action"], (f"do {found['action']} on", "a privilege that allows it"))
+        return f"{_who(principal)} may not {verb} {kind} {found['name']}: grant it {privilege} on it"
+    if found := _UNAUTHORIZED.search(message):
+        action = found["action"].removeprefix("can_").replace("_", " ")
+        return f"{_who(principal)} may not {action} on {found['name']}: only its owner or a holder of manage_grants may"
+    return None
+
+
 def catalog_error(
-    what: str, message: str, *, type: str = "", code: int = 0, error_id: str = "", kind: Kind | None = None
+    what: str,
+    message: str,
+    *,
+    type: str = "",
+    code: int = 0,
+    error_id: str = "",
+    kind: Kind | None = None,
+    principal: str = "",
 ) -> CatalogError:
     """The :class:`CatalogError` subclass the server's ``type`` / ``code`` name (or ``kind``), its
-    message led by ``what``."""
+    message led by ``what``; an authorization refusal is a :class:`Forbidden` naming ``principal``."""
     cls = kind or _kind(type, code)
+    if code in (401, 403) and (refusal := _refusal(message, principal)):
+        return Forbidden(f"{what}: {refusal}", type=type, code=code, error_id=error_id)
+    if missing := _MISSING.get(type, "the table" if cls is TableNotFound else ""):
+        text = f"{what}: {missing} does not exist or is not visible to {_who(principal)} ({message})"
+        return cls(text, type=type, code=code, error_id=error_id)
     explained = _EXPLAINED.get(cls)
     text = f"{what}: {explained} ({message})" if explained else f"{what}: {message}"
     return cls(text, type=type, code=code, error_id=error_id)
 
 
-def error_from(status: int, body: bytes, *, what: str, reason: str = "") -> CatalogError:
+def error_from(status: int, body: bytes, *, what: str, reason: str = "", principal: str = "") -> CatalogError:
     """The error a Lakekeeper answer ``status`` / ``body`` carries: JSON ``{"error": …}`` (type,
     message, code, the ``Error ID`` in its stack) or plain text (its first 500 characters)."""
     from pydantic import ValidationError
@@ -108,9 +177,11 @@ def error_from(status: int, body: bytes, *, what: str, reason: str = "") -> Cata
         error = IcebergErrorResponse.model_validate_json(body).error
     except ValidationError:
         text = " ".join(body.decode("utf-8", "replace").split())[:500] or reason or "no details"
-        return catalog_error(what, text, code=status)
+        return catalog_error(what, text, code=status, principal=principal)
     error_id = next((m.group(1) for s in error.stack if (m := _ERROR_ID.search(s))), "")
-    return catalog_error(what, error.message, type=error.type, code=error.code or status, error_id=error_id)
+    return catalog_error(
+        what, error.message, type=error.type, code=error.code or status, error_id=error_id, principal=principal
+    )
 
 
 def unanswered(what: str, server: str, exc: Exception) -> CatalogUnavailable:
@@ -148,7 +219,7 @@ def _iceberg_codes() -> list[_Iceberg]:
     ]
 
 
-def from_iceberg(exc: Exception, *, what: str) -> CatalogError | None:
+def from_iceberg(exc: Exception, *, what: str, principal: str = "") -> CatalogError | None:
     """The :class:`CatalogError` for a pyiceberg exception (None when ``exc`` is none of its catalog
     errors). The server's type is taken from pyiceberg's ``"<type>: <message>"`` when present."""
     import requests
@@ -169,17 +240,17 @@ def from_iceberg(exc: Exception, *, what: str) -> CatalogError | None:
             typed = _TYPED.match(message)
             if typed:  # a REST answer: "<server's type>: <message>" (the type is the server's)
                 type_, message = typed.group(1), typed.group(2)
-            return catalog_error(what, message, type=type_, code=code, kind=kind)
+            return catalog_error(what, message, type=type_, code=code, kind=kind, principal=principal)
     return None
 
 
 @contextmanager
-def iceberg_errors(what: str) -> Iterator[None]:
+def iceberg_errors(what: str, principal: str = "") -> Iterator[None]:
     """Raise pyiceberg's catalog errors (and lost answers) inside the block as :class:`CatalogError`\\ s."""
     try:
         yield
     except Exception as exc:
-        mapped = from_iceberg(exc, what=what)
+        mapped = from_iceberg(exc, what=what, principal=principal)
         if mapped is None:
             raise
         raise mapped from exc

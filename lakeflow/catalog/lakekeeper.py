@@ -22,7 +22,7 @@ from urllib.parse import quote
 import requests
 from pydantic import ValidationError
 
-from lakeflow.auth import AuthError, BearerAuth, TokenProvider, token_provider
+from lakeflow.auth import AuthError, BearerAuth, TokenProvider, principal_name, token_provider
 from lakeflow.catalog.base import Catalog, TableHandle, TableIdent
 from lakeflow.catalog.errors import CatalogError, TableNotFound, catalog_error, error_from, unanswered
 from lakeflow.catalog.locations import check_location
@@ -68,12 +68,15 @@ class LakekeeperCatalog(Catalog):
         auth: TokenProvider | None = None,
         options: HttpOptions = HttpOptions(),
         project_id: str | None = None,
+        principal: str = "",
     ) -> None:
-        """``warehouse`` is the warehouse UUID or its name (resolved on first use)."""
+        """``warehouse`` is the warehouse UUID or its name (resolved on first use); ``principal`` names
+        who the token stands for in refusals (:func:`~lakeflow.auth.principal_name`)."""
         self.url = url.rstrip("/")
         self.warehouse = warehouse
         self.auth = auth
         self.project_id = project_id
+        self.principal = principal
         self._options = options
         self._session = new_session(options, BearerAuth(auth) if auth else None)
         self._warehouse_id: str | None = warehouse if is_uuid(warehouse) else None
@@ -91,6 +94,7 @@ class LakekeeperCatalog(Catalog):
             auth=token_provider(settings, options),
             options=options,
             project_id=settings.project_id,
+            principal=principal_name(settings),
         )
 
     def __repr__(self) -> str:
@@ -334,7 +338,9 @@ class LakekeeperCatalog(Catalog):
                 raise unanswered(what, server, exc) from None
             if ok:
                 return answer
-            error = error_from(response.status_code, answer, what=what, reason=response.reason)
+            error = error_from(
+                response.status_code, answer, what=what, reason=response.reason, principal=self.principal
+            )
             if error.type != "RequestInProgress" or attempt == self._options.max_retries:
                 raise error
             time.sleep(self._options.backoff * 2**attempt)

@@ -74,7 +74,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Check, one line each (PASS/FAIL/SKIP): the settings, the token, the "
         "warehouse, the table, its vended credentials, and that they can put, list "
         "and delete a probe object under the table prefix (for a file:// table: that "
-        "its directory is writable). Exits 1 when a check fails.",
+        "its directory is writable); with --access read, that they can list and read "
+        "there, writing nothing. Exits 1 when a check fails.",
+    )
+    p.add_argument(
+        "--access",
+        choices=("write", "read"),
+        default="write",
+        help="what the job needs of the table: write (the ingestion: put, list, delete) or read "
+        "(a reader such as the compaction, which holds select on the raw table: list and get) "
+        "(default %(default)s)",
     )
     p.set_defaults(handler=_doctor)
 
@@ -219,8 +228,8 @@ def _doctor(args: argparse.Namespace) -> int:
         s = state["settings"]
         try:
             state["handle"] = handle = state["catalog"].load(s.namespace, s.table)
-        except TableNotFound:
-            raise _Failed(f"{s.namespace_str}.{s.table} is not registered: run `lakeflow register`") from None
+        except TableNotFound as exc:
+            raise _Failed(f"{exc}: run `lakeflow register`") from None
         except CatalogError as exc:
             raise _Failed(str(exc)) from None
         return f"{handle.ident} at {handle.location}"
@@ -240,10 +249,10 @@ def _doctor(args: argparse.Namespace) -> int:
         handle = state["handle"]
         location = urlparse(handle.location)
         if location.scheme == "file":
-            return _probe_directory(Path(location.path))
+            return _probe_directory(Path(location.path), args.access)
         if location.scheme not in S3_SCHEMES:
             raise _Failed(f"cannot probe {location.scheme}:// locations")
-        return _probe_s3(handle, state["settings"])
+        return _probe_s3(handle, state["settings"], args.access)
 
     checks: list[tuple[str, Callable[[], str]]] = [
         ("settings", settings_check),
@@ -267,9 +276,15 @@ def _doctor(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _probe_directory(path: Path) -> str:
+def _probe_directory(path: Path, access: str) -> str:
     if not path.is_dir():
         raise _Failed(f"{path} does not exist: run `lakeflow register`")
+    if access == "read":
+        try:
+            next(path.iterdir(), None)
+        except OSError as exc:
+            raise _Failed(f"{path} is not readable: {exc.strerror}") from None
+        return f"{path} is readable"
     probe = path / f".lakeflow-doctor-{uuid.uuid4().hex}"
     try:
         probe.write_bytes(b"probe")
@@ -279,8 +294,9 @@ def _probe_directory(path: Path) -> str:
     return f"{path} is writable"
 
 
-def _probe_s3(handle: TableHandle, settings: Settings) -> str:
-    """Put, list and delete a probe object under the table prefix with the vended credentials."""
+def _probe_s3(handle: TableHandle, settings: Settings, access: str) -> str:
+    """Put, list and delete a probe object under the table prefix with the vended credentials; for
+    ``access`` read: list the prefix and read the first object found, writing nothing."""
     import boto3
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
@@ -291,9 +307,17 @@ def _probe_s3(handle: TableHandle, settings: Settings) -> str:
     location = urlparse(handle.location)
     bucket, prefix = location.netloc, location.path.strip("/") + "/"
     key = f"{prefix}.lakeflow-doctor-{uuid.uuid4().hex}"
-    step = "put"
+    step = "put" if access == "write" else "list"
     try:
         s3 = boto3.client("s3", **kwargs)
+        if access == "read":
+            listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+            first = next((o["Key"] for o in listed.get("Contents", [])), None)
+            if first is None:
+                return f"list under s3://{bucket}/{prefix} works (nothing there to read yet)"
+            step, key = "read", first
+            s3.head_object(Bucket=bucket, Key=first)  # s3:GetObject, without the body
+            return f"list and read under s3://{bucket}/{prefix} work (endpoint {kwargs.get('endpoint_url', 'AWS')})"
         s3.put_object(Bucket=bucket, Key=key, Body=b"lakeflow doctor probe")
         step = "list"
         listed = s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1000)

@@ -15,7 +15,9 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
+from lakeflow.auth import principal_name
 from lakeflow.catalog.errors import CommitConflict, iceberg_errors
 from lakeflow.catalog.lakekeeper import LakekeeperCatalog
 from lakeflow.compaction.files import TableFiles
@@ -24,6 +26,7 @@ from lakeflow.schema.evolution import Change, TableLayout, evolve
 from lakeflow.schema.model import TableSchema
 from lakeflow.secret import redact
 from lakeflow.settings import Settings, is_uuid
+from lakeflow.uris import S3_SCHEMES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+PRINCIPAL_PROPERTY = "lakeflow.principal"  # a catalog property of ours: who it acts as (refusals name it)
 LEDGER_PROPERTY = "lakeflow.compaction.ledger"
 SOURCE_PROPERTY = "lakeflow.compaction.source"
 RUN_PROPERTY = "lakeflow.compaction.run-id"
@@ -79,6 +83,11 @@ def rest_properties(settings: Settings, warehouse: str | None = None) -> dict[st
     return props
 
 
+def principal_of(catalog: Catalog) -> str:
+    """Who ``catalog`` acts as (:func:`~lakeflow.auth.principal_name`), for refusals; "" when unknown."""
+    return catalog.properties.get(PRINCIPAL_PROPERTY, "")
+
+
 def iceberg_catalog(settings: Settings) -> Catalog:
     """Lakekeeper's Iceberg REST catalog when configured, else the embedded SQLite catalog in LAKEFLOW_HOME.
 
@@ -107,7 +116,7 @@ def iceberg_catalog(settings: Settings) -> Catalog:
                     properties = {**properties, "s3.endpoint": settings.s3_endpoint}
                 return super()._load_file_io(properties, location)
 
-        props = rest_properties(settings, iceberg_warehouse(settings))
+        props = {**rest_properties(settings, iceberg_warehouse(settings)), PRINCIPAL_PROPERTY: principal_name(settings)}
         log.info("[iceberg] REST catalog %s", redact(props, ("credential",)))
         with iceberg_errors(f"open the Iceberg catalog {props['uri']} (warehouse {props['warehouse']})"):
             return _RestCatalog("lakekeeper", **props)
@@ -244,7 +253,7 @@ def open_target(
     ident = (*namespace, name)
     from pyiceberg.exceptions import NoSuchTableError
 
-    with iceberg_errors(f"open Iceberg table {'.'.join(ident)}"):
+    with iceberg_errors(f"open Iceberg table {'.'.join(ident)}", principal_of(catalog)):
         try:  # load first: pyiceberg's SQL catalog writes a new table's metadata file before it finds the name taken
             table = catalog.load_table(ident)
         except NoSuchTableError:
@@ -274,7 +283,7 @@ def load_target(catalog: Catalog, namespace: Sequence[str], name: str, s3_endpoi
     """The Iceberg table as it is, or None when it does not exist: nothing is created or changed."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-    with iceberg_errors(f"load Iceberg table {'.'.join((*namespace, name))}"):
+    with iceberg_errors(f"load Iceberg table {'.'.join((*namespace, name))}", principal_of(catalog)):
         try:
             return _target(catalog.load_table((*namespace, name)), s3_endpoint)
         except (NoSuchTableError, NoSuchNamespaceError):
@@ -282,8 +291,31 @@ def load_target(catalog: Catalog, namespace: Sequence[str], name: str, s3_endpoi
 
 
 def _target(table: Table, s3_endpoint: str | None) -> Target:
+    check_readable(table)
     storage = TableFiles.reach(table.location(), parse_vended(table.location(), table.io.properties, None), s3_endpoint)
     return Target(storage=storage, table=table)
+
+
+def check_readable(table: Table) -> None:
+    """For an S3 table the REST catalog loaded without storage credentials, ask for them, so that a
+    principal that may see the table but not read it is refused by the catalog, in one line (403
+    ``read_data``), rather than by the storage (with STS off none are vended, and none is refused)."""
+    from pyiceberg.catalog.rest import Endpoints, RestCatalog
+    from pyiceberg.catalog.rest.response import _handle_non_200_response
+    from pyiceberg.exceptions import NoSuchTableError
+    from requests import HTTPError
+
+    catalog = table.catalog
+    if not isinstance(catalog, RestCatalog) or urlparse(table.location()).scheme not in S3_SCHEMES:
+        return
+    if parse_vended(table.location(), table.io.properties, None).has_keys:
+        return
+    url = catalog.url(Endpoints.load_credentials, prefixed=True, **catalog._split_identifier_for_path(table.name()))
+    with iceberg_errors(f"read Iceberg table {'.'.join(table.name())}", principal_of(catalog)):
+        try:
+            catalog._session.get(url).raise_for_status()
+        except HTTPError as exc:
+            _handle_non_200_response(exc, {404: NoSuchTableError})
 
 
 def evolved(target: Target, changes: Sequence[Change]) -> Schema:
@@ -331,7 +363,7 @@ def commit(
     ``target.snapshot_id`` (and its schema the one the files were ``written_with``); the new snapshot id."""
     props = {LEDGER_PROPERTY: ledger_uri, SOURCE_PROPERTY: source, RUN_PROPERTY: run_id, **schema_properties(schema)}
     with (
-        iceberg_errors(f"commit to Iceberg table {'.'.join(target.table.name())}"),
+        iceberg_errors(f"commit to Iceberg table {'.'.join(target.table.name())}", principal_of(target.table.catalog)),
         target.table.transaction() as tx,
     ):
         if any(c.action == "apply" and c.op and c.op[0] != "key" for c in changes):

@@ -83,6 +83,21 @@ def test_doctor_passes_and_cleans_up(lakekeeper, env, moto_server):
     assert moto_server.client("s3").list_objects_v2(Bucket=bucket)["KeyCount"] == 0  # probe deleted
 
 
+def test_doctor_for_a_reader_lists_and_reads_and_writes_nothing(lakekeeper, env, moto_server):
+    run(env, "register")
+    empty = run(env, "doctor", "--access", "read")
+    assert empty.returncode == 0, empty.stdout + empty.stderr
+    assert "(nothing there to read yet)" in empty.stdout.splitlines()[-1]
+    location = next(iter(lakekeeper.warehouse.tables.values())).location
+    bucket, prefix = lakekeeper.warehouse.bucket, location.split("/", 3)[3].rstrip("/")
+    s3 = moto_server.client("s3")
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/part-0.json", Body=b"[]")
+    done = run(env, "doctor", "--access", "read")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS storage: list and read under s3://" in done.stdout
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == [f"{prefix}/part-0.json"]
+
+
 def test_doctor_fails_clearly_on_bad_credentials(make_lakekeeper, moto_strict, tmp_path):
     lakekeeper = make_lakekeeper(s3=moto_strict)
     env = env_for(lakekeeper, LAKEFLOW_HOME=str(tmp_path))
@@ -99,7 +114,10 @@ def test_doctor_fails_clearly_on_bad_credentials(make_lakekeeper, moto_strict, t
 def test_doctor_reports_an_unregistered_table_and_skips_the_rest(env):
     done = run(env, "doctor", "--table", "not-there")
     assert done.returncode == 1
-    assert "FAIL table: iot.not-there is not registered: run `lakeflow register`" in done.stdout
+    failed = next(line for line in done.stdout.splitlines() if line.startswith("FAIL"))
+    assert failed.startswith("FAIL table: ")
+    assert "load iot.not-there: the table does not exist or is not visible to this principal" in failed
+    assert failed.endswith(": run `lakeflow register`")
     assert "SKIP storage: needs table" in done.stdout
 
 

@@ -280,3 +280,50 @@ def test_one_spark_application_compacts_every_streams_batch_of_a_pass(tmp_path: 
     assert len(apps) == 1, proc.stderr[-3000:]
     status = json.loads(run([str(LAKEFLOW), "status", "--json"], env, tmp_path).stdout)
     assert {s["stream"]: s["rows"] for s in status["streams"]} == {"line-a": 300, "line-b": 300}
+
+
+def test_a_standalone_cluster_and_the_compaction_service_serve_the_fleet(
+        plant: Path, kafka_broker: KafkaBroker, make_flink_cluster) -> None:
+    """The packaged job by `flink run` on a standalone cluster (unbounded, every stream of the pipeline),
+    the compaction service (`lakeflow compact --every 2s --metrics-port`) beside it: every stream's rows
+    reach its Iceberg table, the metrics carry each table, and a stop with a savepoint loses nothing."""
+    import re
+    import signal
+    import time
+
+    import requests
+
+    from lakeflow.runtime.ports import free_ports
+    from tests.integration.test_ingest_kafka_schema import PACKAGE, StandaloneRun
+
+    subprocess.run(["make", "-s", str(PACKAGE.relative_to(ROOT))], cwd=ROOT, check=True, capture_output=True,
+                   timeout=600)
+    cluster = make_flink_cluster()
+    env = hermetic(plant, PIPELINE=str(plant / "pipeline.toml"), SOURCE="kafka",
+                   KAFKA_BOOTSTRAP_SERVERS=kafka_broker.bootstrap, KAFKA_STARTING_OFFSETS="earliest",
+                   KAFKA_GROUP_ID="fleet-cluster", BATCH_INTERVAL_MS="1000",
+                   LAKEFLOW_JAR=str(ROOT / "build" / "lakeflow-flink.jar"))
+    job = StandaloneRun(cluster, env, plant / "flink-run.log")
+    (port,) = free_ports(1)
+    service = subprocess.Popen([str(LAKEFLOW), "compact", "--every", "2s", "--metrics-port", str(port)], env=env,
+                               cwd=plant, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    expected = {"vibration": 20, "temperature": 60, **{f"meters_{h}": 20 for h in HALLS}}
+    rows: dict[str, int] = {}
+    try:
+        deadline = time.monotonic() + 600
+        while rows != expected and time.monotonic() < deadline and service.poll() is None:
+            time.sleep(3)
+            status = run([str(LAKEFLOW), "status", "--json"], env, plant)
+            if status.returncode in (0, 2) and status.stdout.strip():
+                rows = {s["stream"]: s.get("rows", 0) for s in json.loads(status.stdout)["streams"]}
+        assert rows == expected, f"{rows} (service: {service.poll()})"
+        metrics = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        for stream, count in expected.items():
+            line = re.search(rf'lakeflow_compaction_rows_out_total{{table="plant\.{stream}-compacted"}} (\S+)', metrics)
+            assert line and float(line[1]) == count, (stream, metrics[-2000:])
+    finally:
+        service.send_signal(signal.SIGTERM)
+        out, err = service.communicate(timeout=120)
+    assert service.returncode == 0, err[-3000:]
+    assert "stream meters_hall01" in out and "stream vibration" in out  # one line a stream's run
+    job.stop(plant / "savepoints")
