@@ -245,18 +245,31 @@ class ClusterStorage:
 
 
 def cluster_storage(settings: Settings, profile_dir: Path) -> ClusterStorage:
-    """The pipeline's first table (registered if need be, loaded with vended credentials) and, for S3,
-    the keyless settings of the tables' own filesystems, whose credential command reads the catalog
-    settings from a private file under ``profile_dir``."""
+    """The pipeline's first table (registered if need be, loaded with vended credentials; of a pipeline
+    of topic patterns alone, a table of theirs already registered) and, for S3, the keyless settings
+    of the tables' own filesystems, whose credential command reads the catalog settings from a
+    private file under ``profile_dir``."""
     from lakeflow.aws_profile import catalog_command, catalog_settings
-    from lakeflow.catalog import open_catalog
+    from lakeflow.catalog import TableNotFound, open_catalog
     from lakeflow.streams import load_pipeline
 
-    first = next(iter(load_pipeline(settings).streams()), None)
-    namespace, table = (first.namespace, first.table) if first else (settings.namespace, settings.table)
+    pipeline = load_pipeline(settings)
     with open_catalog(settings) as catalog:
-        catalog.register(namespace, table)
-        handle = catalog.load(namespace, table, vended=True)
+        first = next(iter(pipeline.streams()), None)
+        for pattern in pipeline.patterns if first is None else ():
+            try:
+                listed = [t.name for t in catalog.list_tables(pattern.namespace)]
+            except TableNotFound:  # no namespace yet
+                listed = []
+            first = first or next(iter(pipeline.streams_of_tables(listed)), None)
+        if first is None:
+            raise IngestError(
+                f"{pipeline.source}: the cluster learns the warehouse's storage from a table of the pipeline, and "
+                "none of its topic patterns' tables is registered yet: run the job once without the cluster "
+                "(`make run`), or register one (`lakeflow register --namespace … --table …`)"
+            )
+        catalog.register(first.namespace, first.table)
+        handle = catalog.load(first.namespace, first.table, vended=True)
     require_filesystem(handle.location)
     if urlparse(handle.location).scheme not in S3_SCHEMES:
         return ClusterStorage(handle)

@@ -117,3 +117,27 @@ def test_part_files_on_s3(moto_server) -> None:
     listing = PartFiles("s3://lake/wh/iot/readings/", s3a, since=START).scan()
     assert {n: f.records for n, f in listing.committed.items()} == {"2026-11-21--10/part-x-0-0.json": 2}
     assert listing.uncommitted == ("2026-11-21--10/.part-x-0-1.json.inprogress.1",)
+
+
+def test_a_cluster_for_a_pipeline_of_topic_patterns_alone_takes_a_table_of_theirs(tmp_path: Path) -> None:
+    """No stray table: with only topic patterns the cluster's storage comes from one of their registered
+    tables, and before any is registered the refusal says what to do."""
+    from lakeflow.catalog import open_catalog
+    from lakeflow.ingest.storage import cluster_storage
+    from lakeflow.settings import load_settings
+    from tests.unit.test_streams import ISSUE_TOML, pipeline
+
+    only_meters = ISSUE_TOML.split("[[streams]]")[0] + "[[streams]]" + ISSUE_TOML.split("[[streams]]")[2]
+    pipeline(tmp_path, only_meters)
+    settings = load_settings({"PIPELINE": str(tmp_path / "pipeline.toml"), "LAKEFLOW_HOME": str(tmp_path / "home")},
+                             env_file=tmp_path / "none.env")
+    with pytest.raises(IngestError, match="none of its topic patterns' tables is registered yet"):
+        cluster_storage(settings, tmp_path / "aws")
+    with open_catalog(settings) as catalog:
+        assert catalog.list_tables(("plant",)) == []
+        catalog.register(("plant",), "unrelated")
+        catalog.register(("plant",), "meters_hall2")
+    storage = cluster_storage(settings, tmp_path / "aws")
+    assert storage.handle.ident.name == "meters_hall2"
+    with open_catalog(settings) as catalog:
+        assert sorted(t.name for t in catalog.list_tables(("plant",))) == ["meters_hall2", "unrelated"]
