@@ -286,7 +286,9 @@ def test_a_standalone_cluster_and_the_compaction_service_serve_the_fleet(
         plant: Path, kafka_broker: KafkaBroker, make_flink_cluster) -> None:
     """The packaged job by `flink run` on a standalone cluster (unbounded, every stream of the pipeline),
     the compaction service (`lakeflow compact --every 2s --metrics-port`) beside it: every stream's rows
-    reach its Iceberg table, the metrics carry each table, and a stop with a savepoint loses nothing."""
+    reach its Iceberg table, the metrics carry each table; a topic created mid-run restarts the job on the
+    cluster from a savepoint with its table added (nothing lost or read twice); a stop with a savepoint
+    loses nothing."""
     import re
     import signal
     import time
@@ -301,7 +303,7 @@ def test_a_standalone_cluster_and_the_compaction_service_serve_the_fleet(
     cluster = make_flink_cluster()
     env = hermetic(plant, PIPELINE=str(plant / "pipeline.toml"), SOURCE="kafka",
                    KAFKA_BOOTSTRAP_SERVERS=kafka_broker.bootstrap, KAFKA_STARTING_OFFSETS="earliest",
-                   KAFKA_GROUP_ID="fleet-cluster", BATCH_INTERVAL_MS="1000",
+                   KAFKA_GROUP_ID="fleet-cluster", BATCH_INTERVAL_MS="1000", KAFKA_DISCOVERY_INTERVAL="3s",
                    LAKEFLOW_JAR=str(ROOT / "build" / "lakeflow-flink.jar"))
     job = StandaloneRun(cluster, env, plant / "flink-run.log")
     (port,) = free_ports(1)
@@ -309,14 +311,26 @@ def test_a_standalone_cluster_and_the_compaction_service_serve_the_fleet(
                                cwd=plant, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     expected = {"vibration": 20, "temperature": 60, **{f"meters_{h}": 20 for h in HALLS}}
     rows: dict[str, int] = {}
-    try:
-        deadline = time.monotonic() + 600
+
+    def served(deadline_s: float) -> None:
+        nonlocal rows
+        deadline = time.monotonic() + deadline_s
         while rows != expected and time.monotonic() < deadline and service.poll() is None:
             time.sleep(3)
             status = run([str(LAKEFLOW), "status", "--json"], env, plant)
             if status.returncode in (0, 2) and status.stdout.strip():
                 rows = {s["stream"]: s.get("rows", 0) for s in json.loads(status.stdout)["streams"]}
-        assert rows == expected, f"{rows} (service: {service.poll()})"
+        assert rows == expected, f"{rows} (service: {service.poll()}; job: {(plant / 'flink-run.log').read_text()[-2000:]})"
+
+    try:
+        served(600)
+        kafka_broker.create_topic("plant.meters.hall18")  # a new topic of the pattern, while the job runs
+        kafka_broker.produce("plant.meters.hall18", messages("plant.meters.hall18", 20))
+        kafka_broker.produce("plant.vibration", messages("plant.vibration", 10, start=20))  # around the restart
+        expected = {**expected, "vibration": 30, "meters_hall18": 20}
+        served(400)
+        first_job, job.job_id = job.job_id, job._submitted()  # the job the restart submitted
+        assert job.job_id != first_job
         metrics = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
         for stream, count in expected.items():
             line = re.search(rf'lakeflow_compaction_rows_out_total{{table="plant\.{stream}-compacted"}} (\S+)', metrics)
