@@ -12,29 +12,34 @@ Credentials go to the configured origin only: a redirect to another origin (sche
 refused (:class:`RedirectRefused`) by every session and pool made here, before anything is sent
 there. :func:`read_answer` (:func:`read_body` for a session's) reads a streamed answer within a
 wall-clock deadline and a size limit; a :class:`Pool` reads each answer so.
+
+requests and urllib3 are imported by the sessions' half only (a Pool's user, the harvest, starts
+without them: ~45 ms): a session raises :class:`RedirectRefused` and :class:`AnswerRefused` as
+requests' ``RequestException`` too (:func:`requests_error`), a Pool as lakeflow's alone.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urljoin, urlsplit
-
-import requests
-import urllib3
-from requests.adapters import HTTPAdapter
-from requests.auth import AuthBase
-from urllib3.exceptions import HTTPError
-from urllib3.util.retry import Retry
 
 from lakeflow import __version__
 from lakeflow.errors import ServiceUnavailable
+
+if TYPE_CHECKING:
+    import requests
+    import urllib3
+    from requests.adapters import HTTPAdapter
+    from requests.auth import AuthBase
+    from urllib3.util.retry import Retry
 
 USER_AGENT = f"lakeflow/{__version__}"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -43,7 +48,9 @@ MAX_REDIRECTS = 30  # within the origin, as requests
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 CURLE_PROXY = 97  # libcurl's error for a proxy's handshake failing, which pycurl does not name
 
-S = TypeVar("S", bound=requests.Session)
+S = TypeVar("S", bound="requests.Session")
+E = TypeVar("E", bound=Exception)
+RETRY_AFTER_STATUSES = frozenset({413, 429, 503})  # urllib3's Retry.RETRY_AFTER_STATUS_CODES
 Origin = tuple[str, str, int | None]  # scheme, host, port
 
 
@@ -69,6 +76,8 @@ class HttpOptions:
 
     def retry(self) -> Retry:
         """The urllib3 retry policy these options describe."""
+        from urllib3.util.retry import Retry
+
         return Retry(
             total=self.max_retries,
             allowed_methods=self.retry_methods,
@@ -88,12 +97,21 @@ class HttpOptions:
         return min(self.backoff_max, self.backoff * 2 ** (failures - 1) + random.random() * self.jitter)
 
 
-class RedirectRefused(ServiceUnavailable, requests.RequestException):
+class RedirectRefused(ServiceUnavailable):
     """A redirect to another origin than the one asked (no request was sent there)."""
 
 
-class AnswerRefused(ServiceUnavailable, requests.RequestException):
+class AnswerRefused(ServiceUnavailable):
     """An answer took longer than its deadline or was larger than allowed."""
+
+
+@functools.cache
+def requests_error(kind: type[E]) -> type[E]:
+    """``kind`` that is a requests ``RequestException`` too, under the same name: what a session
+    raises, so that its callers take it as one of requests' own (made once, at a session's first)."""
+    import requests
+
+    return type(kind.__name__, (kind, requests.RequestException), {"__module__": __name__, "__doc__": kind.__doc__})
 
 
 def origin(url: str) -> Origin:
@@ -121,7 +139,7 @@ def _refuse_cross_origin_redirect(response: requests.Response, **kwargs: Any) ->
     if target is None or origin(urljoin(response.url, target)) == origin(response.url):
         return
     response.close()
-    raise RedirectRefused(_refusal(response.url, urljoin(response.url, target)), response=response)
+    raise requests_error(RedirectRefused)(_refusal(response.url, urljoin(response.url, target)), response=response)
 
 
 def read_answer(response: urllib3.BaseHTTPResponse, deadline: float, max_bytes: int, cut: bool = False) -> bytes:
@@ -129,13 +147,14 @@ def read_answer(response: urllib3.BaseHTTPResponse, deadline: float, max_bytes: 
     arrive until ``deadline`` (``time.monotonic()``; a piece is awaited at most the read timeout).
     Larger than ``max_bytes``: refused, or with ``cut`` its first ``max_bytes``. Closes the response
     (a connection read to its end is back in its pool by then)."""
+    refused = requests_error(AnswerRefused)
     chunks: list[bytes] = []
     size = 0
     limit = max_bytes if cut else max_bytes + 1
     try:
         while size < limit:
             if time.monotonic() > deadline:
-                raise AnswerRefused(f"answer not complete within its deadline ({size} bytes received)")
+                raise refused(f"answer not complete within its deadline ({size} bytes received)")
             chunk = response.read1(64 * 1024, decode_content=True)
             if not chunk:
                 return b"".join(chunks)
@@ -145,11 +164,14 @@ def read_answer(response: urllib3.BaseHTTPResponse, deadline: float, max_bytes: 
         response.close()
     if cut:
         return b"".join(chunks)[:max_bytes]
-    raise AnswerRefused(f"answer larger than {_size(max_bytes)} refused")
+    raise refused(f"answer larger than {_size(max_bytes)} refused")
 
 
 def read_body(response: requests.Response, deadline: float, max_bytes: int, cut: bool = False) -> bytes:
     """:func:`read_answer` of a streamed requests ``response``, urllib3's errors as requests' own."""
+    import requests
+    from urllib3.exceptions import HTTPError
+
     try:
         return read_answer(response.raw, deadline, max_bytes, cut)
     except HTTPError as exc:  # what requests' own reading would have wrapped
@@ -162,23 +184,28 @@ def _size(n: int) -> str:
     return f"{n // (1024 * 1024)} MiB" if n % (1024 * 1024) == 0 else f"{n} bytes"
 
 
-class _Adapter(HTTPAdapter):
-    """An ``HTTPAdapter`` that applies a default timeout to requests that set none."""
+@functools.cache
+def _adapter() -> Callable[[HttpOptions], HTTPAdapter]:
+    """An ``HTTPAdapter`` that applies a default timeout to requests that set none (made once)."""
+    from requests.adapters import HTTPAdapter
 
-    def __init__(self, options: HttpOptions) -> None:
-        self._timeout = options.timeout
-        super().__init__(max_retries=options.retry())
+    class Adapter(HTTPAdapter):
+        def __init__(self, options: HttpOptions) -> None:
+            self._timeout = options.timeout
+            super().__init__(max_retries=options.retry())
 
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
-        if kwargs.get("timeout") is None:
-            kwargs["timeout"] = self._timeout
-        return super().send(request, *args, **kwargs)
+        def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+            if kwargs.get("timeout") is None:
+                kwargs["timeout"] = self._timeout
+            return super().send(request, *args, **kwargs)
+
+    return Adapter
 
 
 def configure(session: S, options: HttpOptions, auth: AuthBase | None = None) -> S:
     """Mount the retrying, timing-out adapter on ``session``, refuse redirects to other origins and
     set User-Agent, TLS and auth."""
-    adapter = _Adapter(options)
+    adapter = _adapter()(options)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     session.hooks["response"].append(_refuse_cross_origin_redirect)
@@ -191,10 +218,12 @@ def configure(session: S, options: HttpOptions, auth: AuthBase | None = None) ->
 
 def new_session(options: HttpOptions = HttpOptions(), auth: AuthBase | None = None) -> requests.Session:
     """A new requests ``Session`` configured by :func:`configure`."""
+    import requests
+
     return configure(requests.Session(), options, auth)
 
 
-class RequestFailed(ServiceUnavailable, requests.RequestException):
+class RequestFailed(ServiceUnavailable):
     """A :class:`Pool` request that got no complete answer. ``kind`` names it as requests would
     (``ConnectionError``, ``ConnectTimeout``, ``ReadTimeout``, ``ProxyError``, ``SSLError``,
     ``InvalidURL``, ``TooManyRedirects``); ``retry``: whether another attempt may do better (a
@@ -259,21 +288,28 @@ class Pool:
         error_bytes: int = 64 * 1024,
     ) -> None:
         import pycurl
-        from requests.utils import DEFAULT_CA_BUNDLE_PATH, get_environ_proxies, get_netrc_auth, prepend_scheme_if_needed
 
         self.options, self.max_bytes, self.error_bytes = options, max_bytes, error_bytes
         self.headers = {"User-Agent": USER_AGENT, "Accept": "*/*", **(headers or {})}
-        if not any(name.lower() == "authorization" for name in self.headers):
+        if not any(name.lower() == "authorization" for name in self.headers) and _may_have_netrc():
+            from requests.utils import get_netrc_auth
+            from urllib3 import make_headers
+
             netrc = get_netrc_auth(url)
             if netrc:
-                self.headers["Authorization"] = urllib3.make_headers(basic_auth=":".join(netrc))["authorization"]
+                self.headers["Authorization"] = make_headers(basic_auth=":".join(netrc))["authorization"]
         self._lines = [f"{name}: {value}" for name, value in self.headers.items()]
-        proxies = get_environ_proxies(url)
-        proxy = proxies.get(urlsplit(url).scheme.lower()) or proxies.get("all")
+        proxy = None
+        if _may_have_proxies():
+            from requests.utils import get_environ_proxies, prepend_scheme_if_needed
+
+            proxies = get_environ_proxies(url)
+            proxy = proxies.get(urlsplit(url).scheme.lower()) or proxies.get("all")
+            proxy = prepend_scheme_if_needed(proxy, "http") if proxy else None
         self._proxied = bool(proxy)
         verify = options.verify
         if verify is True:
-            verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or DEFAULT_CA_BUNDLE_PATH
+            verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or _ca_bundle()
         if verify is False:
             tls: list[tuple[int, Any]] = [(pycurl.SSL_VERIFYPEER, 0), (pycurl.SSL_VERIFYHOST, 0)]
         else:
@@ -287,7 +323,7 @@ class Pool:
             (pycurl.CONNECTTIMEOUT_MS, max(1, round(options.timeout * 1000))),
             (pycurl.LOW_SPEED_LIMIT, 1),  # the read timeout: less than a byte a second for …
             (pycurl.LOW_SPEED_TIME, max(1, math.ceil(options.timeout))),  # … this many seconds
-            (pycurl.PROXY, prepend_scheme_if_needed(proxy, "http") if proxy else ""),  # "": none, whatever else says
+            (pycurl.PROXY, proxy or ""),  # "": none, whatever else says
             *tls,
         ]
         self._local = threading.local()
@@ -358,7 +394,7 @@ class Pool:
             else:
                 if reply.status not in options.retry_statuses or failures == retries:
                     return reply
-                later = curl.getinfo(pycurl.RETRY_AFTER) if reply.status in Retry.RETRY_AFTER_STATUS_CODES else 0
+                later = curl.getinfo(pycurl.RETRY_AFTER) if reply.status in RETRY_AFTER_STATUSES else 0
             failures += 1
             pause = min(later, options.retry_after_max) if later else options.backoff_time(failures)
             time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
@@ -419,6 +455,23 @@ class Pool:
                 curl.close()
             self._handles.clear()
             self._local = threading.local()
+
+
+def _may_have_netrc() -> bool:
+    """Whether requests' ``get_netrc_auth`` may find a ``.netrc`` (it looks no further than these)."""
+    return "NETRC" in os.environ or any(os.path.exists(os.path.expanduser(f"~/{f}")) for f in (".netrc", "_netrc"))
+
+
+def _may_have_proxies() -> bool:
+    """Whether the environment names a proxy (``*_proxy``, any case, set: what ``getproxies`` reads on Linux)."""
+    return any(value and name.lower().endswith("_proxy") for name, value in os.environ.items())
+
+
+def _ca_bundle() -> str:
+    """requests' default CA bundle (certifi's, as ``requests.utils.DEFAULT_CA_BUNDLE_PATH``)."""
+    from certifi import where
+
+    return where()
 
 
 def failure(exc: Exception) -> str:

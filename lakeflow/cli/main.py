@@ -3,7 +3,8 @@
 Each command group adds its subcommands from its own module of :mod:`lakeflow.cli`
 (``register(subparsers)``, found by name in :data:`COMMAND_MODULES`); heavy imports happen inside
 the handlers, and no parser reads a setting, so ``lakeflow --help`` starts fast and a bad variable
-fails only the command that reads it.
+fails only the command that reads it. A command named on the command line imports its own module
+alone (what a module imports is every command's start-up otherwise).
 """
 
 from __future__ import annotations
@@ -12,27 +13,28 @@ import argparse
 import importlib
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from lakeflow import __version__
 from lakeflow.errors import LakeflowError
 
-COMMAND_MODULES = (
-    "lakeflow.cli.catalog",
-    "lakeflow.cli.flink",
-    "lakeflow.cli.spark",
-    "lakeflow.cli.compact",
-    "lakeflow.cli.maintain",
-    "lakeflow.cli.query",
-    "lakeflow.cli.schema",
-    "lakeflow.cli.pipeline",
-    "lakeflow.cli.dead_letters",
-    "lakeflow.cli.lineage",
-    "lakeflow.cli.stack",
-    "lakeflow.cli.aws_profile",
-    "lakeflow.cli.demo",
-    "lakeflow.cli.tools",
-)
+# module → the commands it registers (tests/unit/test_cli.py keeps them exact)
+COMMAND_MODULES = {
+    "lakeflow.cli.catalog": ("register", "vend", "doctor", "credential-process"),
+    "lakeflow.cli.flink": ("flink",),
+    "lakeflow.cli.spark": ("spark",),
+    "lakeflow.cli.compact": ("compact",),
+    "lakeflow.cli.maintain": ("maintain", "status"),
+    "lakeflow.cli.query": ("query",),
+    "lakeflow.cli.schema": ("schema",),
+    "lakeflow.cli.pipeline": ("pipeline",),
+    "lakeflow.cli.dead_letters": ("dead-letters",),
+    "lakeflow.cli.lineage": ("harvest", "lineage"),
+    "lakeflow.cli.stack": ("stack",),
+    "lakeflow.cli.aws_profile": ("aws-profile",),
+    "lakeflow.cli.demo": ("demo",),
+    "lakeflow.cli.tools": ("jars", "spark-cds", "flink-command"),
+}
 # Libraries whose DEBUG log is the wire: py4j every JVM command (Spark conf values, fs.s3a keys and
 # session tokens included), botocore signed requests, urllib3 request lines. Never below INFO.
 WIRE_LOGGERS = ("py4j", "botocore", "s3transfer", "urllib3")
@@ -40,6 +42,11 @@ EXIT_ERROR, EXIT_BUSY, EXIT_INTERRUPTED = 2, 3, 130
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole ``lakeflow`` parser: every command group's module imported."""
+    return _parser(COMMAND_MODULES)
+
+
+def _parser(modules: Iterable[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakeflow",
         description="Stream IoT sensor data with Flink into Lakekeeper, compact it into Iceberg "
@@ -48,9 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lakeflow {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
+
+
+def _command_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the command ``argv`` names (the root takes no option with a value), only its
+    module imported; the whole parser when it names none (``--help``, a typo)."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    module = next((m for m, commands in COMMAND_MODULES.items() if command in commands), None)
+    return build_parser() if module is None else _parser((module,))
 
 
 def run_command(name: str, action: Callable[[], int | None]) -> int:
@@ -93,7 +108,7 @@ def _exit_code(exc: Exception) -> int | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lakeflow`` script; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    args = _command_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -28,6 +28,9 @@ ACTOR = "urn:li:corpuser:datahub"
 BATCH = 100
 UNKNOWN_STAMP = {"time": 0, "actor": "urn:li:corpuser:unknown"}  # DataHub's default audit stamp
 V2_ROOT = "[version=2.0].[type=struct]"
+# json.dumps(..., sort_keys=True) and its compact form, each encoder made once (dumps makes one a call)
+SORTED_JSON = json.JSONEncoder(sort_keys=True).encode
+COMPACT_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 # a column type's first word → DataHub's type (com.linkedin.schema.*); a time type: TimeType; else NullType
 FIELD_TYPES = {
     **dict.fromkeys(("string", "varchar", "char", "text", "uuid"), "StringType"),
@@ -65,9 +68,7 @@ class Urns:
         return f"urn:li:dataJob:({self.flow(orchestrator, flow)},{_enc(task)})"
 
     def run(self, r: Run) -> str:
-        key = json.dumps(
-            {"cluster": self.env, "id": r.run_id, "orchestrator": r.orchestrator}, separators=(",", ":"), sort_keys=True
-        )
+        key = COMPACT_JSON({"cluster": self.env, "id": r.run_id, "orchestrator": r.orchestrator})
         return f"urn:li:dataProcessInstance:{hashlib.md5(key.encode()).hexdigest()}"
 
     def dataset(self, d: DatasetId) -> str:
@@ -80,7 +81,7 @@ def _mcp(entity_type: str, urn: str, aspect_name: str, aspect: dict[str, Any]) -
         "entityUrn": urn,
         "changeType": "UPSERT",
         "aspectName": aspect_name,
-        "aspect": {"value": json.dumps(aspect, sort_keys=True), "contentType": "application/json"},
+        "aspect": {"value": SORTED_JSON(aspect), "contentType": "application/json"},
     }
 
 
@@ -151,7 +152,7 @@ def schema_metadata(d: Dataset, name: str) -> dict[str, Any]:
     """The ``schemaMetadata`` aspect of a dataset with columns (``name``: its name in its URN): the
     columns' JSON as the raw schema (``OtherSchema``), its SHA-1 as the hash, a field per column and
     per field of a struct (of a list's or map's structs too)."""
-    raw = json.dumps([c.facet() for c in d.schema], sort_keys=True, separators=(",", ":"))
+    raw = COMPACT_JSON([c.facet() for c in d.schema])
     return {
         "schemaName": name,
         "platform": f"urn:li:dataPlatform:{d.id.platform}",
@@ -279,7 +280,7 @@ def _run(u: Urns, r: Run) -> list[dict[str, Any]]:
 def dumps(mcps: Iterable[dict[str, Any]]) -> str:
     """The file the DataHub ``file`` source reads: a JSON array of MCPs, one a line (written by
     the C encoder, which ``indent`` would replace by the pure-Python one)."""
-    return "[\n" + ",\n".join(json.dumps(m, sort_keys=True) for m in mcps) + "\n]\n"
+    return "[\n" + ",\n".join(map(SORTED_JSON, mcps)) + "\n]\n"
 
 
 def send(

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import math
+from base64 import b64encode
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import urllib3
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 from lakeflow.errors import LakeflowError
@@ -65,8 +65,8 @@ class Auth:
         if self.token:
             return {"Authorization": f"Bearer {self.token.reveal()}"}
         if self.username and self.password:
-            basic = urllib3.make_headers(basic_auth=f"{self.username}:{self.password.reveal()}")
-            return {"Authorization": basic["authorization"]}
+            basic = b64encode(f"{self.username}:{self.password.reveal()}".encode("latin-1")).decode()
+            return {"Authorization": f"Basic {basic}"}  # as urllib3's make_headers writes it
         return {}
 
 

@@ -314,12 +314,16 @@ def build(
     for source in (pushed, compaction_runs):  # a compaction's schema over the listener's, the newest run's last
         for run in sorted(source, key=lambda r: (r.end_ms or r.start_ms or 0, r.run_id)):
             schemas.update({canon.find(d): s for d, s in run.schemas.items()})
-    datasets = []
-    for d in sorted(known):
-        root = canon.find(d)
-        if root == d:
-            aliases = tuple(sorted(a for a in canon.parent if a != d and canon.find(a) == d))
-            datasets.append(Dataset(d, aliases, instances.get(d), schemas.get(d, ())))
+    aliases: dict[DatasetId, list[DatasetId]] = {}  # canonical dataset → the others folded onto it
+    for a in canon.parent:
+        root = canon.find(a)
+        if root != a:
+            aliases.setdefault(root, []).append(a)
+    datasets = [
+        Dataset(d, tuple(sorted(aliases.get(d, ()))), instances.get(d), schemas.get(d, ()))
+        for d in sorted(known)
+        if canon.find(d) == d
+    ]
     return Graph(
         tuple(sorted(flows)),
         tuple(sorted(tasks)),

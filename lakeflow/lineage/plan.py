@@ -19,6 +19,7 @@ into its operators first; then every operator is searched for *all* the referenc
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Iterable
@@ -127,12 +128,16 @@ def table_ref(ids: str) -> TableRef | None:
     return TableRef(names[0], names[1], table)
 
 
-def references(node: PlanNode) -> list[Reference]:
+def references(node: PlanNode) -> tuple[Reference, ...]:
     """Every reference in one plan node, in operator order."""
-    found: list[Reference] = []
-    for op in operators(node.description):
-        found.extend(_references(node.id, op))
-    return found
+    return _node_references(node.id, node.description)
+
+
+@functools.lru_cache(maxsize=4096)
+def _node_references(vid: str, description: str) -> tuple[Reference, ...]:
+    """:func:`references` of a node, read once per vertex and description: the runs of one job, and
+    jobs submitted again, share their plans' nodes."""
+    return tuple(ref for op in operators(description) for ref in _references(vid, op))
 
 
 def _references(vid: str, op: str) -> Iterable[Reference]:

@@ -42,3 +42,15 @@ def test_a_bad_port_variable_fails_only_the_command_that_uses_it_in_one_line(tmp
     for help_of in ((), ("compact",), ("flink", "up")):  # the root's and others' help read no setting either
         shown = lakeflow(*help_of, "--help", **bad)
         assert shown.returncode == 0 and shown.stdout.startswith(f"usage: {' '.join(['lakeflow', *help_of])} ")
+
+
+def test_a_harvest_starts_without_what_it_does_not_use() -> None:
+    """`lakeflow harvest` imports its own command's module alone (no compaction, no pyiceberg), and
+    its HTTP (lakeflow.http.Pool, libcurl) neither requests nor urllib3: its start-up is the harvest's."""
+    code = ("import sys\nfrom lakeflow.cli.main import main\n"
+            "status = main(['harvest', '--rest-url', 'http://127.0.0.1:9', '--max-retries', '0', '--timeout', '2'])\n"
+            "print(status, sorted({m.split('.')[0] for m in sys.modules} & {'requests', 'urllib3', 'pyiceberg'}),"
+            " sorted(m for m in sys.modules if m.startswith(('lakeflow.compaction', 'lakeflow.cli.'))))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "GET http://127.0.0.1:9/v1/config: ConnectionError" in proc.stderr  # it got as far as a request
+    assert proc.stdout.split("\n")[0] == "2 [] ['lakeflow.cli.lineage', 'lakeflow.cli.main']"

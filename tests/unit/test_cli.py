@@ -6,6 +6,7 @@ Unit tests: they start no process. The real-process tests: tests/integration/tes
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import sys
@@ -16,7 +17,8 @@ import pytest
 
 from lakeflow.cli import reference as cli_reference
 from lakeflow.cli.env_example import sections
-from lakeflow.cli.main import build_parser
+from lakeflow.cli import main as cli_main
+from lakeflow.cli.main import COMMAND_MODULES, build_parser
 from lakeflow.settings.env import variables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +42,32 @@ def test_cli_reference_gives_every_command_a_section_with_its_options() -> None:
         flags = [a.option_strings for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS
                  and not isinstance(a, argparse._HelpAction)]
         assert [row.split(" ")[0].rstrip(",") for row in rows if row.startswith("-")] == [f[0] for f in flags], name
+
+
+def test_each_command_module_registers_the_commands_it_is_listed_with() -> None:
+    for module, commands in COMMAND_MODULES.items():
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(sub)
+        assert tuple(sub.choices) == commands, module
+
+
+def test_a_command_named_imports_its_own_module_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command's start-up is its own module's imports (`lakeflow harvest` none of compaction's);
+    without a command lakeflow knows, every module is imported (the whole --help, argparse's error)."""
+    imported: list[str] = []
+    real = importlib.import_module
+
+    def recording(name: str, package: str | None = None):
+        imported.append(name)
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", recording)
+    args = cli_main._command_parser(["-v", "harvest"]).parse_args(["-v", "harvest", "--rest-url", "http://jm:8081"])
+    assert imported == ["lakeflow.cli.lineage"]
+    assert (args.command, args.rest_url, args.verbose) == ("harvest", "http://jm:8081", True)
+    imported.clear()
+    cli_main._command_parser(["--verbose", "harvset"])
+    assert imported == list(COMMAND_MODULES)
 
 
 class RecordingEnviron(dict[str, str]):
