@@ -192,7 +192,9 @@ def execute(
                 if grown():
                     log.info("a new topic of the pipeline's patterns: stopping Flink job %s with a savepoint", job_id)
                     savepoint = _stop_with_savepoint(client, job.savepoint_dir.as_uri())
-        result.result()
+                    break  # it ended with the savepoint: a cluster may have dropped its result by now
+        if savepoint is None:
+            result.result()
     except KeyboardInterrupt:
         log.info("stopping Flink job %s …", job_id)
         try:
