@@ -53,7 +53,7 @@ def compact(config: CompactConfig) -> int:
                 crash_point(config, "after-write")
                 commit_batch(run, batch)  # data files + schema evolution + ledger: one Iceberg commit
                 crash_point(config, "after-commit")
-                tidy_up(run, batch)  # staging, --delete-source, --move-quarantined
+                tidy_up(run, batch)  # staging, --delete-source / --raw-retention
             if config.maintain:
                 after_compaction(run)  # --maintain: lakeflow maintain, under this lease
         finally:

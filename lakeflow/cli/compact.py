@@ -118,9 +118,6 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
         help="list every bucket of the raw table, not only the look-back window: catches "
         "files committed later than the look-back (cost grows with the raw table)",
     )
-    parser.add_argument(
-        "--move-quarantined", action="store_true", help="move quarantined raw files to <raw location>/_quarantine/"
-    )
     parser.add_argument("--report", type=Path, metavar="PATH", help="write the run summary as JSON to PATH")
     parser.add_argument(
         "--maintain", action="store_true", help="after a successful run, maintain the table as `lakeflow maintain` does"
@@ -185,7 +182,7 @@ def job_argv(options: CompactOptions) -> list[str]:
     for flag in ("delete_min_age", "raw_retention", "look_back"):
         if getattr(options, flag):
             argv += ["--" + flag.replace("_", "-"), getattr(options, flag)]
-    for flag in ("delete_source", "full_scan", "move_quarantined", "maintain"):
+    for flag in ("delete_source", "full_scan", "maintain"):
         if getattr(options, flag):
             argv.append("--" + flag.replace("_", "-"))
     if options.report:

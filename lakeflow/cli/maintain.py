@@ -23,13 +23,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Under the table's lease: per day partition, merge small Parquet files into target-size "
         "files sorted by time (one atomic snapshot each, rows unchanged); expire old snapshots; "
         "remove files nothing references; abort the raw table's old open multipart uploads and delete its old "
-        "hidden in-progress part files. Exit codes: 0 done, 2 error, 3 a compaction (on any "
+        "hidden in-progress part files (which needs modify on the raw table: what the raw table's credentials "
+        "may not delete is reported and left, not an error). Exit codes: 0 done, 2 error, 3 a compaction (on any "
         "host) holds the table's lease.",
     )
     add_table_arguments(p)
     add_maintain_arguments(p)
     p.add_argument(
         "--dry-run", action="store_true", help="list what would be rewritten, expired and deleted; change nothing"
+    )
+    p.add_argument(
+        "--raw-leftovers-only",
+        action="store_true",
+        help="only clear the raw table's leftovers (no Iceberg table, no lease): for a principal with modify on "
+        "the raw table, such as the ingestion's, when the compaction's may only read it",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=_maintain)
@@ -52,10 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _maintain(args: argparse.Namespace) -> int:
     from lakeflow.compaction.config import load_config
-    from lakeflow.compaction.maintain import run_maintain
+    from lakeflow.compaction.maintain import run_maintain, run_raw_leftovers
 
     config = load_config(options_of(args))
-    report = run_maintain(replace(config, maintenance=replace(config.maintenance, dry_run=args.dry_run)))
+    config = replace(config, maintenance=replace(config.maintenance, dry_run=args.dry_run))
+    report = run_raw_leftovers(config) if args.raw_leftovers_only else run_maintain(config)
     Output(args.json).result(report.summary_lines(), asdict(report))
     return 0
 

@@ -257,7 +257,6 @@ class CompactConfig:
     look_back_s: float  # list buckets from this long before the ledger's newest bucket on …
     full_scan: bool  # … or every bucket
     raw_retention_s: float | None  # delete raw files compacted longer ago than this (None: keep)
-    move_quarantined: bool  # move quarantined raw files to <raw>/_quarantine/
     report_path: Path | None  # also write the summary as JSON here
     run_id: str
     crash_at: str | None = None  # test hook: hard-exit at this point (see CRASH_POINTS)
@@ -301,7 +300,6 @@ class CompactOptions:
     raw_retention: str | None = None
     look_back: str | None = None
     full_scan: bool = False
-    move_quarantined: bool = False
     report: Path | None = None
     maintain: bool = False
     small_file_mb: int | None = None
@@ -357,7 +355,6 @@ def load_config(args: CompactOptions = CompactOptions(), env: Mapping[str, str] 
         look_back_s=look_back_s,
         full_scan=args.full_scan,
         raw_retention_s=env_.raw_retention_s,
-        move_quarantined=args.move_quarantined,
         report_path=args.report.resolve() if args.report else None,
         run_id=str(uuid.uuid4()),
         crash_at=env_.crash_at,

@@ -48,7 +48,7 @@ class WritePlan:
     spec: PartitionSpec
     properties: Mapping[str, str]
     staging: str  # target-relative
-    records: str  # raw-relative folder of the run's bad records
+    records: str  # target-relative folder of the run's bad records
     target_file_bytes: int
     bytes_per_row: float
 

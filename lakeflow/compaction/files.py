@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from lakeflow.credentials import VendedConfig, to_s3a
+from lakeflow.errors import LakeflowError
 from lakeflow.secret import redact
 from lakeflow.uris import iceberg_uri, is_local
 
@@ -25,6 +26,16 @@ if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
 DELETE_BATCH = 1000  # keys per S3 DeleteObjects request (S3's maximum)
+DENIED = ("AccessDenied", "403")  # S3's error codes of a refusal for lack of permission
+
+
+class StorageDenied(LakeflowError, PermissionError):
+    """The storage refused to delete or abort for lack of permission (S3 AccessDenied): ``left`` of
+    what was asked is still there."""
+
+    def __init__(self, message: str, left: int) -> None:
+        super().__init__(message)
+        self.left = left
 
 
 @dataclass(frozen=True)
@@ -242,19 +253,33 @@ class Storage:
 
     def delete_many(self, rels: Sequence[str]) -> None:
         """Delete files (missing ones are not an error): on S3 in ``DeleteObjects`` requests of up to
-        1,000 keys; on a local disk one by one, then each folder they were in that is left empty
-        (never the root)."""
+        1,000 keys, every batch tried; on a local disk one by one, then each folder they were in that
+        is left empty (never the root). :class:`StorageDenied` when S3 refused every key it kept
+        for lack of permission (how many are left), else OSError for keys it kept."""
         if not self.is_local:
+            from botocore.exceptions import ClientError
+
             bucket, _, prefix = self._root.partition("/")
+            errors: builtins.list[dict[str, str]] = []
             for start in range(0, len(rels), DELETE_BATCH):
                 keys = [{"Key": f"{prefix}/{r}" if prefix else r} for r in rels[start : start + DELETE_BATCH]]
-                errors = self._s3().delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True}).get("Errors")
-                if errors:  # (a missing key is no error in S3's DeleteObjects)
-                    first = errors[0]
-                    raise OSError(
-                        f"S3 DeleteObjects in {self.location}: {len(errors)} key(s) not deleted, "
-                        f"first {first.get('Key')}: {first.get('Code')} {first.get('Message')}"
-                    )
+                try:  # (a missing key is no error in S3's DeleteObjects)
+                    answer = self._s3().delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+                except ClientError as exc:
+                    if _code(exc) not in DENIED:
+                        raise
+                    errors += [{"Key": k["Key"], "Code": _code(exc), "Message": "request refused"} for k in keys]
+                    continue
+                errors += answer.get("Errors", [])
+            if errors:
+                first = errors[0]
+                message = (
+                    f"S3 DeleteObjects in {self.location}: {len(errors)} key(s) not deleted, "
+                    f"first {first.get('Key')}: {first.get('Code')} {first.get('Message')}"
+                )
+                if all(e.get("Code") in DENIED for e in errors):
+                    raise StorageDenied(message, len(errors))
+                raise OSError(message)
             return
         folders = set()
         for rel in rels:
@@ -278,7 +303,8 @@ class Storage:
         ]
 
     def abort_upload(self, upload: Upload) -> None:
-        """Abort a multipart upload: S3 drops the parts uploaded so far (a gone upload is no error)."""
+        """Abort a multipart upload: S3 drops the parts uploaded so far (a gone upload is no error;
+        :class:`StorageDenied` when the credentials may not)."""
         from botocore.exceptions import ClientError
 
         bucket, _, key = self._root.partition("/")
@@ -287,7 +313,9 @@ class Storage:
                 Bucket=bucket, Key=f"{key}/{upload.rel}" if key else upload.rel, UploadId=upload.upload_id
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "NoSuchUpload":
+            if _code(exc) in DENIED:
+                raise StorageDenied(f"S3 AbortMultipartUpload of {self.uri(upload.rel)}: {_code(exc)}", 1) from None
+            if _code(exc) != "NoSuchUpload":
                 raise
 
     def delete_dir(self, rel: str) -> None:
@@ -341,6 +369,11 @@ class TableFiles:
         if s3_endpoint:
             props["s3.endpoint"] = s3_endpoint
         return Storage(location, props)
+
+
+def _code(exc: Exception) -> str:
+    """The error code of a botocore ``ClientError``."""
+    return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
 
 
 def _parents(rel: str) -> list[str]:

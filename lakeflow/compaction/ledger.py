@@ -7,8 +7,9 @@ run writes the segments of the buckets it changed and a new index, and points th
 ``lakeflow.compaction.ledger`` property at that index *in the same commit* that adds the data files:
 the rows and the record of their source files become visible together, or not at all. A run reads
 the index and the segments of the buckets it lists, so its cost follows the buckets it touches, not
-the table's history. Entries of raw files that no longer exist (deleted, moved to ``_quarantine/``)
-are dropped when their bucket is listed; a bucket left without entries leaves the index.
+the table's history. Entries of raw files that no longer exist (deleted by ``--delete-source``, the
+raw retention or the ingestion's) are dropped when their bucket is listed; a bucket left without
+entries leaves the index.
 
 Ledgers of lakeflow before 0.3 are one file holding every entry (version 1): read as they are, and
 rewritten as segments by the next run that commits.
@@ -59,7 +60,10 @@ class RunRecord:
     committed_at: str
     files: int
     rows_out: int
-    records: str = ""  # folder of its quarantined records (relative to the raw location), if any
+    # folder of its quarantined records, if any: relative to the Iceberg table's location
+    # (``_lakeflow/quarantine/records/run=<run id>``); runs of an older lakeflow wrote them into the
+    # raw table (``_quarantine/records/run=<run id>``, relative to the raw location)
+    records: str = ""
 
 
 @dataclass(frozen=True)

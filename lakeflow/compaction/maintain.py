@@ -22,15 +22,22 @@ compactor's own recovery (:mod:`~lakeflow.compaction.recovery`, which owns ``dat
    The compaction ledger is a table property, which no expiry touches.
 3. **Remove orphan files** under ``data/`` and ``metadata/`` that no snapshot (in any manifest
    entry) and no metadata (current and logged metadata files, statistics) references, at least
-   ``orphan_min_age_s`` old, and not announced by a pending intent (recovery's to judge).
+   ``orphan_min_age_s`` old, and not announced by a pending intent (recovery's to judge). Nothing
+   else of the table's folder is looked at: ``_lakeflow/`` (the ledger, intents, lease, and the
+   quarantine of bad records and files) is never an orphan.
 4. **Clear the raw table's leftovers** of killed Flink writers (when the raw table is given): its
    open S3 multipart uploads are aborted and its hidden in-progress part files deleted, once at
    least ``leftover_min_age_s`` old (initiated / last modified). They hold no committed reading,
    but S3 bills an upload's parts until it is aborted. A running job's current ones are seconds to
    a checkpoint old; a job restored from a checkpoint completes the uploads that checkpoint names,
-   so the age must exceed how long a job may stay down and still be restored.
+   so the age must exceed how long a job may stay down and still be restored. This step deletes in
+   the raw table, the ingestion's: it needs ``modify`` there, which the compaction's principal
+   lacks under least privilege (``select`` only: read-only credentials). What the storage refuses is
+   reported — how many are left, who may not, and the command to run as a principal with ``modify``
+   (``lakeflow maintain --raw-leftovers-only``: this step alone, :func:`run_raw_leftovers`) — and is
+   no error.
 
-``dry_run`` plans all three and changes nothing (and takes no lease: it writes nothing).
+``dry_run`` plans every step and changes nothing (and takes no lease: it writes nothing).
 """
 
 from __future__ import annotations
@@ -51,15 +58,17 @@ from lakeflow.compaction.commit import (
     Target,
     data_file,
     newest_event_ms,
+    principal_of,
     reachable,
 )
 from lakeflow.compaction.config import CompactConfig, MaintainOptions
-from lakeflow.compaction.files import FileEntry, Storage, Upload
+from lakeflow.compaction.files import DENIED, FileEntry, Storage, StorageDenied, Upload
 from lakeflow.compaction.lease import Lease, LeaseLost
 from lakeflow.compaction.naming import SEPARATOR, STAGING, STATE_DIR, final_paths, intent_name, is_run_id
 from lakeflow.compaction.recovery import Intent, finish, save_intent
 from lakeflow.compaction.rows import Writer, WrittenFile
 from lakeflow.compaction.run import Run, begin, hold_lease, plan, plan_schema, recover_orphans
+from lakeflow.compaction.source import open_raw
 from lakeflow.readings import is_in_progress
 from lakeflow.schema.model import TableSchema
 
@@ -119,15 +128,17 @@ class MaintainReport:
     in_progress_removed: int = 0  # the raw table's hidden in-progress part files deleted
     in_progress_too_young: int = 0
     uploads_unlisted: str = ""  # why the open uploads could not be listed (the credentials may not)
+    uploads_denied: int = 0  # old open uploads the raw table's credentials may not abort (left)
+    in_progress_denied: int = 0  # old in-progress files they may not delete (left)
+    leftovers_denied: str = ""  # who may not, and what to run instead ("" when nothing was refused)
+    raw_leftovers_only: bool = False  # only step 4 ran (lakeflow maintain --raw-leftovers-only)
 
     def summary_lines(self) -> list[str]:
         would = "would be " if self.dry_run else ""
-        lines = [
-            (
-                f"maintain {self.table}{' (dry run: nothing changed)' if self.dry_run else ''}: "
-                f"{len(self.rewrites)} partition(s) {would}rewritten"
-            )
-        ]
+        head = f"maintain {self.table}{' (dry run: nothing changed)' if self.dry_run else ''}: "
+        if self.raw_leftovers_only:
+            return [head + "the raw table's leftovers only", *self._leftover_lines(would)]
+        lines = [head + f"{len(self.rewrites)} partition(s) {would}rewritten"]
         lines += [f"  {r.line(self.dry_run)}" for r in self.rewrites]
         lines += [f"  {p or 'the table'}: changed under the rewrite, left as it was" for p in self.skipped]
         lines.append(
@@ -139,13 +150,18 @@ class MaintainReport:
             f"{self.orphans_too_young} too young to tell kept"
         )
         lines += [f"  {rel}" for rel in self.orphans] if self.dry_run else []
-        lines.append(
+        return lines + self._leftover_lines(would)
+
+    def _leftover_lines(self, would: str) -> list[str]:
+        lines = [
             f"raw table leftovers: {self.uploads_aborted} open upload(s) {would}aborted, "
             f"{self.in_progress_removed} in-progress file(s) {would}removed; "
             f"{self.uploads_too_young + self.in_progress_too_young} too young kept"
-        )
+        ]
         if self.uploads_unlisted:
             lines.append(f"  open uploads not listed: {self.uploads_unlisted}")
+        if self.leftovers_denied:
+            lines.append(f"  {self.leftovers_denied}")
         return lines
 
     def counts(self) -> dict[str, int]:
@@ -157,6 +173,7 @@ class MaintainReport:
             "uploads_aborted": self.uploads_aborted,
             "in_progress_removed": self.in_progress_removed,
             "leftovers_too_young": self.uploads_too_young + self.in_progress_too_young,
+            "leftovers_denied": self.uploads_denied + self.in_progress_denied,
         }
 
 
@@ -170,7 +187,8 @@ def maintain(
     """Rewrite small files, expire snapshots, remove orphans, clear the raw table's leftovers (see
     the module's docstring). ``schema``: the declared one (its sort order); ``lease``: the table's
     lease, checked before every commit and delete (None only for a dry run or a test); ``raw``: the
-    raw table's files (None: leftovers not cleared)."""
+    raw table's files (None: leftovers not cleared; what its credentials may not delete is reported
+    naming the catalog's principal)."""
     report = MaintainReport(table=".".join(target.table.name()), dry_run=options.dry_run)
     target.table.refresh()
     for partition, files in live_files(target.table).items():
@@ -178,7 +196,7 @@ def maintain(
     expire_snapshots(target, options, lease, report)
     remove_orphans(target, options, lease, report)
     if raw is not None:
-        clear_leftovers(raw, options, report)
+        clear_leftovers(raw, options, report, principal_of(target.table.catalog))
     return report
 
 
@@ -322,7 +340,7 @@ def _commit(
         carried = {NEWEST_EVENT_PROPERTY: str(newest)} if newest is not None else {}
         try:
             with (
-                iceberg_errors(what),
+                iceberg_errors(what, principal_of(table.catalog)),
                 table.transaction() as tx,
                 tx.update_snapshot(snapshot_properties={**props, **carried}).overwrite() as rewrite,
             ):
@@ -379,7 +397,7 @@ def expire_snapshots(target: Target, options: MaintainOptions, lease: Lease | No
     before = reachable(table.io, table.metadata.snapshots)
     if lease is not None:
         lease.check()
-    with iceberg_errors(f"expire snapshots of Iceberg table {report.table}"):
+    with iceberg_errors(f"expire snapshots of Iceberg table {report.table}", principal_of(table.catalog)):
         table.maintenance.expire_snapshots().by_ids(report.snapshots_expired).commit()
     table.refresh()
     gone = sorted(_relative(target.storage, before - reachable(table.io, table.metadata.snapshots)))
@@ -459,6 +477,10 @@ UNLISTED = (
     "{code}: the raw table's credentials may not list multipart uploads (s3:ListBucketMultipartUploads on the "
     "bucket); the bucket's lifecycle rule AbortIncompleteMultipartUpload must abort them (docs/operations.md)"
 )
+DENIED_LEFTOVERS = (
+    "{left} left: {who} may not delete in the raw table {location}; run `lakeflow maintain --raw-leftovers-only` "
+    "as a principal with modify on it (the ingestion's)"
+)
 
 
 def leftovers(
@@ -483,16 +505,18 @@ def leftovers(
     return uploads, young_uploads, files, young_files
 
 
-def clear_leftovers(raw: Storage, options: MaintainOptions, report: MaintainReport) -> None:
+def clear_leftovers(raw: Storage, options: MaintainOptions, report: MaintainReport, principal: str = "") -> None:
     """Abort the raw table's old open uploads and delete its old in-progress files (step 4). Open
-    uploads the credentials may not list are reported, not an error (the lifecycle rule's job)."""
+    uploads the credentials may not list are reported, not an error (the lifecycle rule's job); so
+    are those they may not abort or delete (read-only credentials: ``principal`` holds no ``modify``
+    on the raw table), with how many are left."""
     from botocore.exceptions import ClientError
 
     try:
         found = raw.open_uploads()
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
-        if code not in ("AccessDenied", "403"):
+        if code not in DENIED:
             raise
         report.uploads_unlisted = UNLISTED.format(code=code)
         log.warning("[maintain] open uploads of %s not listed: %s", raw.location, report.uploads_unlisted)
@@ -500,15 +524,42 @@ def clear_leftovers(raw: Storage, options: MaintainOptions, report: MaintainRepo
     uploads, report.uploads_too_young, files, report.in_progress_too_young = leftovers(
         raw, options.leftover_min_age_s, datetime.now(timezone.utc), found
     )
-    report.uploads_aborted, report.in_progress_removed = len(uploads), len(files)
     if options.dry_run:
+        report.uploads_aborted, report.in_progress_removed = len(uploads), len(files)
         return
     for upload in uploads:
         log.info("[maintain] open upload %s (initiated %s): aborting", upload.rel, upload.initiated)
-        raw.abort_upload(upload)
+        try:
+            raw.abort_upload(upload)
+        except StorageDenied:
+            report.uploads_denied += 1
+            continue
+        report.uploads_aborted += 1
     for entry in files:
         log.info("[maintain] in-progress file %s (%d bytes, %s): removing", entry.rel, entry.size, entry.mtime)
-    raw.delete_many([e.rel for e in files])
+    try:
+        raw.delete_many([e.rel for e in files])
+    except StorageDenied as exc:
+        report.in_progress_denied = exc.left
+    report.in_progress_removed = len(files) - report.in_progress_denied
+    left = report.uploads_denied + report.in_progress_denied
+    if left:
+        report.leftovers_denied = DENIED_LEFTOVERS.format(
+            left=left, who=principal or "this principal", location=raw.location
+        )
+        log.warning("[maintain] %s", report.leftovers_denied)
+
+
+def run_raw_leftovers(config: CompactConfig) -> MaintainReport:
+    """``lakeflow maintain --raw-leftovers-only``: step 4 alone, on the stream's raw table — no Iceberg
+    table, no lease (the compaction never reads in-progress files nor uploads; their age keeps a
+    running writer's) — for a principal with ``modify`` on the raw table, e.g. the ingestion's."""
+    from lakeflow.auth import principal_name
+
+    raw = open_raw(config.settings, config.stream)
+    report = MaintainReport(table=config.stream.raw_name, dry_run=config.maintenance.dry_run, raw_leftovers_only=True)
+    clear_leftovers(raw.storage, config.maintenance, report, principal_name(config.settings))
+    return report
 
 
 # --- commands -----------------------------------------------------------------------------------

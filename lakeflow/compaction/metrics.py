@@ -137,6 +137,13 @@ class CompactorMetrics:
             TABLE,
             registry=r,
         )
+        self.leftovers_denied = Gauge(
+            "lakeflow_maintenance_leftovers_denied",
+            "Old open uploads and in-progress files of the raw table the last maintenance was refused to remove "
+            "(its principal holds no modify on the raw table: lakeflow maintain --raw-leftovers-only).",
+            TABLE,
+            registry=r,
+        )
         self._times: dict[str, TableTimes] = {}
 
     def follow(self, table: str) -> TableTimes:
@@ -151,7 +158,7 @@ class CompactorMetrics:
         for metric in (
             self.rows_in, self.rows_out, self.files_compacted, self.files_quarantined, self.duration,
             self.last_success, self.commit_lag, self.lease_busy, self.snapshots, self.data_files,
-            self.leftovers_kept,
+            self.leftovers_kept, self.leftovers_denied,
         ):  # fmt: skip
             metric.labels(table)
         self.freshness_lag.labels(table).set_function(times.freshness_lag)
@@ -198,6 +205,7 @@ class CompactorMetrics:
             self.maintenance.labels(table, kind).inc(maintenance.get(kind, 0))
         if maintenance:
             self.leftovers_kept.labels(table).set(maintenance.get("leftovers_too_young", 0))
+            self.leftovers_denied.labels(table).set(maintenance.get("leftovers_denied", 0))
 
 
 def read_report(path: Path) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Every path a run creates, named here once: data files, staging folder, ledger (index, segments), intent.
+"""Every path a run creates, named here once: data files, staging folder, ledger (index, segments), intent,
+quarantine.
 
 Data file names say what is inside — Pinot's segment naming (table, time range, sequence) — and
 whose they are:
@@ -9,7 +10,10 @@ adds the file, the file's place among that commit's files, and the run. Two runs
 alike, so a run's leftovers can be told from another run's committed files.
 
 The bookkeeping lives under the target table's ``_lakeflow/compaction/`` (only the compactor
-writes the Iceberg table's folder; Iceberg's orphan-file removal skips ``_``-prefixed folders).
+writes the Iceberg table's folder; Iceberg's orphan-file removal skips ``_``-prefixed folders), and
+what a run sets aside under ``_lakeflow/quarantine/``: its bad records in ``records/run=<run id>/``,
+copies of its empty or malformed raw files in ``files/run=<run id>/<raw path>`` — never in the raw
+table, which the compaction may only read.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 SEPARATOR = "__"
 STATE_DIR = "_lakeflow/compaction"  # target-relative: ledger indexes, intents, the lease
 SEGMENTS_DIR = "_lakeflow/segments"  # target-relative: ledger segments, one folder per run that wrote some
+QUARANTINE_DIR = "_lakeflow/quarantine"  # target-relative: bad records and copies of bad files, by run
 STAGING = "data/_staging"  # target-relative: engines write here before the final rename
 UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 LEDGER_PATTERN = re.compile(rf"{STATE_DIR}/ledger-{UUID}\.json\.gz")
@@ -47,6 +52,16 @@ def is_run_id(run_id: str) -> bool:
 
 def staging_dir(run_id: str) -> str:
     return f"{STAGING}/{run_id}"
+
+
+def records_dir(run_id: str) -> str:
+    """Where a run's records failing the schema go (target-relative)."""
+    return f"{QUARANTINE_DIR}/records/run={run_id}"
+
+
+def quarantined_files_dir(run_id: str) -> str:
+    """Where a run's copies of the raw files it quarantined whole go (target-relative)."""
+    return f"{QUARANTINE_DIR}/files/run={run_id}"
 
 
 def ledger_name(run_id: str) -> str:

@@ -3,8 +3,10 @@
 What counts as an empty or malformed file and as a bad record is the parser's
 (:mod:`lakeflow.compaction.parse`, under the record contract of :mod:`lakeflow.schema.records`). Empty and malformed files are *quarantined* as a whole: recorded
 in the ledger with the reason (so later runs skip it), listed in the report and the lineage event,
-and optionally moved to ``<raw>/_quarantine/`` beside a ``.reason.json``. Bad records inside an
-otherwise good file are written to ``<raw>/_quarantine/records/run=<run id>/``.
+and copied beside a ``.reason.json`` to the Iceberg table's ``_lakeflow/quarantine/files/run=<run id>/``
+(the raw file stays where it is: the raw table is the ingestion's, its retention too). Bad records
+inside an otherwise good file are written to ``_lakeflow/quarantine/records/run=<run id>/`` there.
+Nothing is written to the raw table, which the compaction may only read (:mod:`lakeflow.compaction.naming`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from lakeflow.compaction.files import FileEntry, Storage
+from lakeflow.compaction.naming import quarantined_files_dir
 
 log = logging.getLogger(__name__)
-QUARANTINE_DIR = "_quarantine"
 
 
 @dataclass(frozen=True)
@@ -44,19 +46,20 @@ def sort_files(
     )
 
 
-def records_dir(run_id: str) -> str:
-    """Where a run's records failing the schema go (relative to the raw location)."""
-    return f"{QUARANTINE_DIR}/records/run={run_id}"
-
-
-def move_quarantined(raw: Storage, files: Sequence[FileEntry], reasons: Mapping[str, str], run_id: str) -> int:
-    """Move quarantined files to ``_quarantine/<same path>`` with a ``.reason.json`` beside each."""
+def copy_quarantined(
+    raw: Storage, target: Storage, files: Sequence[FileEntry], reasons: Mapping[str, str], run_id: str
+) -> int:
+    """Copy quarantined raw files to the run's quarantine folder of the Iceberg table (their raw path
+    kept), each with a ``.reason.json`` beside it; the raw files stay. How many."""
+    folder = quarantined_files_dir(run_id)
     for f in files:
-        dst = f"{QUARANTINE_DIR}/{f.rel}"
-        raw.write(
+        dst = f"{folder}/{f.rel}"
+        target.write(dst, raw.read(f.rel))
+        target.write(
             dst + ".reason.json",
-            json.dumps({"file": f.rel, "size": f.size, "reason": reasons.get(f.rel, ""), "run_id": run_id}).encode(),
+            json.dumps(
+                {"file": raw.uri(f.rel), "size": f.size, "reason": reasons.get(f.rel, ""), "run_id": run_id}
+            ).encode(),
         )
-        raw.move(f.rel, dst)
-        log.info("[quarantine] moved %s → %s", f.rel, dst)
+        log.info("[quarantine] copied %s → %s", raw.uri(f.rel), target.uri(dst))
     return len(files)

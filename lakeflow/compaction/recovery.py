@@ -7,7 +7,8 @@ The next run (holding the lease) reads the intents left behind:
 - a run that could still commit — the table is still at the snapshot it planned on, so its
   commit's assertion would pass — is left alone until the table has moved on;
 - any other run never became visible and never can: the files it wrote (staged and final
-  Parquet, its ledger index and segments, its quarantined records) are orphans and are deleted.
+  Parquet, its ledger index and segments, its quarantined records and copies of quarantined files)
+  are orphans and are deleted — all under the Iceberg table: recovery never touches the raw table.
 
 Nothing is deleted on an intent's word alone. Each path must be exactly one its run would have
 made (derived from its run id: see :mod:`lakeflow.compaction.naming`), a data file that any
@@ -32,10 +33,11 @@ from lakeflow.compaction.naming import (
     is_data_file_of,
     is_run_id,
     ledger_name,
+    quarantined_files_dir,
+    records_dir,
     segment_dir,
     staging_dir,
 )
-from lakeflow.compaction.quarantine import records_dir
 from lakeflow.errors import LakeflowError
 
 log = logging.getLogger(__name__)
@@ -61,8 +63,13 @@ class Intent:
 
     @property
     def records(self) -> str:
-        """Raw-relative folder of the run's quarantined records."""
+        """Target-relative folder of the run's quarantined records."""
         return records_dir(self.run_id)
+
+    @property
+    def quarantined_files(self) -> str:
+        """Target-relative folder of the run's copies of quarantined raw files."""
+        return quarantined_files_dir(self.run_id)
 
     @property
     def ledger(self) -> str:
@@ -110,7 +117,7 @@ class Recovered:
     intents_rejected: list[str] = field(default_factory=list)  # "<file>: <reason>"
 
 
-def recover(target: Target, raw: Storage, ledger: Ledger) -> Recovered:
+def recover(target: Target, ledger: Ledger) -> Recovered:
     """Tidy up after every earlier run that left an intent (see the module's docstring)."""
     done, storage = Recovered(), target.storage
     referenced: set[str] | None = None
@@ -156,7 +163,8 @@ def recover(target: Target, raw: Storage, ledger: Ledger) -> Recovered:
             storage.delete(rel)
         done.orphans_removed += len(gone)
         storage.delete_dir(intent.staging)
-        raw.delete_dir(intent.records)
+        storage.delete_dir(intent.records)
+        storage.delete_dir(intent.quarantined_files)
         if intent.ledger != target.ledger_rel:
             storage.delete(intent.ledger)
         if not any(seg.startswith(segment_dir(intent.run_id) + "/") for seg in ledger.segments):

@@ -53,11 +53,11 @@ class CompactionReport:
     bytes_in: int = 0
     bytes_out: int = 0
     quarantined: list[dict[str, str]] = field(default_factory=list)  # {"file", "reason"}
-    records_path: str = ""  # where this run's quarantined records are
+    records_path: str = ""  # where this run's quarantined records are (under the Iceberg table)
+    quarantined_files_path: str = ""  # where this run's quarantined files were copied (under the Iceberg table)
     orphans_removed: int = 0  # data files of crashed runs deleted
     intents_rejected: list[str] = field(default_factory=list)  # invalid intents set aside, with why
     source_files_deleted: int = 0
-    quarantined_files_moved: int = 0
     snapshot_id: int | None = None
     sequence_number: int | None = None
     ledger: str = ""
@@ -156,6 +156,8 @@ class CompactionReport:
             lines.append(f"  quarantined {q['file']}: {q['reason']}")
         if self.records_path:
             lines.append(f"  quarantined records: {self.records_path}")
+        if self.quarantined_files_path:
+            lines.append(f"  quarantined files copied to: {self.quarantined_files_path}")
         if self.orphans_removed:
             lines.append(f"  removed {self.orphans_removed} orphan file(s) of an interrupted run")
         for rejected in self.intents_rejected:

@@ -25,11 +25,11 @@ from lakeflow.compaction.commit import (
 from lakeflow.compaction.config import CompactConfig
 from lakeflow.compaction.discover import PartListing, bucket_of, list_buckets, list_parts, window_start
 from lakeflow.compaction.engine import Compacted, Engine, WritePlan, arrow_limit, choose
-from lakeflow.compaction.files import FileEntry
+from lakeflow.compaction.files import FileEntry, StorageDenied
 from lakeflow.compaction.lease import Lease
 from lakeflow.compaction.ledger import COMPACTED, QUARANTINED, Ledger, RunRecord, entries_for, load_ledger, save_ledger
 from lakeflow.compaction.naming import final_paths
-from lakeflow.compaction.quarantine import Sorted, move_quarantined, sort_files
+from lakeflow.compaction.quarantine import Sorted, copy_quarantined, sort_files
 from lakeflow.compaction.recovery import Intent, finish, recover, save_intent
 from lakeflow.compaction.report import CompactionReport, stage
 from lakeflow.compaction.source import RawTable, open_raw
@@ -122,7 +122,7 @@ def recover_orphans(run: Run) -> None:
     """Remove what interrupted runs left behind (see :mod:`lakeflow.compaction.recovery`)."""
     assert run.lease is not None
     run.lease.check()
-    done = recover(run.target, run.raw.storage, run.ledger)
+    done = recover(run.target, run.ledger)
     run.report.orphans_removed += done.orphans_removed
     run.report.intents_rejected += done.intents_rejected
     run.deferred = done.runs_deferred
@@ -232,7 +232,7 @@ def compact_batch(run: Run, batch: Batch) -> None:
             ", ".join(f"{n} ({k} records)" for n, k in done.undeclared.most_common()),
         )
     if done.bad_records:
-        r.records_path = run.raw.storage.uri(run.intent.records)
+        r.records_path = run.target.storage.uri(run.intent.records)
 
 
 def _open_engine(name: str, raw: RawTable, target: Target, app_name: str, spark_options: Sequence[str]) -> Engine:
@@ -248,7 +248,9 @@ def _open_engine(name: str, raw: RawTable, target: Target, app_name: str, spark_
 
 
 def quarantine_bad_input(run: Run, batch: Batch) -> None:
-    """Set aside empty and malformed files, with their reasons; count the records in and set aside."""
+    """Set aside empty and malformed files, with their reasons (copied to the Iceberg table's quarantine
+    folder before the commit: a run that never commits has its copies removed by recovery); count the
+    records in and set aside."""
     if not batch.files:
         return
     s = batch.compacted.files
@@ -273,6 +275,10 @@ def quarantine_bad_input(run: Run, batch: Batch) -> None:
     r.quarantined = [{"file": f.rel, "reason": sorted_.reasons[f.rel]} for f in sorted_.quarantined]
     for q in r.quarantined:
         log.warning("[quarantine] %s: %s", q["file"], q["reason"])
+    if sorted_.quarantined:
+        assert run.intent is not None
+        copy_quarantined(run.raw.storage, run.target.storage, sorted_.quarantined, sorted_.reasons, run.config.run_id)
+        r.quarantined_files_path = run.target.storage.uri(run.intent.quarantined_files)
     if r.rows_quarantined:
         log.warning("[quarantine] %d records breaking the schema → %s", r.rows_quarantined, r.records_path)
 
@@ -352,15 +358,11 @@ def commit_batch(run: Run, batch: Batch) -> None:
 
 
 def tidy_up(run: Run, batch: Batch) -> None:
-    """After the commit: drop the staging folder and old ledger; delete / move consumed raw files."""
+    """After the commit: drop the staging folder and old ledger; delete consumed raw files when asked."""
     if run.intent is not None:
         finish(run.target, run.intent)
     if run.deferred and run.report.snapshot_id is not None:
         recover_orphans(run)  # this run's commit moved the table on: those runs can no longer commit
-    if run.config.move_quarantined:
-        files = run.ledger.consumed(run.listing, QUARANTINED)
-        reasons = {f.rel: run.ledger.files[f.rel].reason for f in files}
-        run.report.quarantined_files_moved = move_quarantined(run.raw.storage, files, reasons, run.config.run_id)
     retention = _retention_s(run.config)
     if retention is not None:
         due = set(_due_buckets(run))
@@ -372,7 +374,15 @@ def tidy_up(run: Run, batch: Batch) -> None:
             f"older than {run.config.delete_min_age_s:g} s "
             f"({len(compacted) - len(files)} kept for now)",
         ):
-            run.raw.storage.delete_many([f.rel for f in files])
+            try:
+                run.raw.storage.delete_many([f.rel for f in files])
+            except StorageDenied as exc:
+                raise StorageDenied(
+                    f"the commit stands, but {exc.left} compacted raw file(s) were not deleted: {exc}; deleting "
+                    "raw files (--delete-source, --raw-retention) needs modify on the raw table, whose retention "
+                    "is otherwise the ingestion's",
+                    exc.left,
+                ) from None
         run.report.source_files_deleted = len(files)
 
 

@@ -10,7 +10,8 @@ Read-only: nothing is created, committed or deleted, and no lease is taken.
 - **freshness lag** (the backlog): the age of the oldest pending file by its modification time (when
   the sink finished writing it; its readings are at most one checkpoint interval older); 0 when none pend;
 - **last run**: the newest final event (COMPLETE / FAIL) of the compaction job in the lineage store,
-  and the last committed run from the ledger;
+  and the last committed run from the ledger (with where its quarantined records are);
+- **quarantine**: the Iceberg table's folder of what runs set aside (bad records, copies of bad files);
 - **snapshots**, and **data files per day partition** with their mean size (from the manifests).
 """
 
@@ -53,6 +54,7 @@ class Status:
     files_listed: int = 0
     last_run: dict[str, Any] = field(default_factory=dict)  # lineage store: run_id, at, result, …
     last_commit: dict[str, Any] = field(default_factory=dict)  # ledger: run_id, committed_at, files, rows_out
+    quarantine: str = ""  # the Iceberg table's quarantine folder: records/run=<run id>/, files/run=<run id>/
     snapshots: int = 0
     rows: int = 0
     partitions: list[Partition] = field(default_factory=list)
@@ -84,7 +86,10 @@ class Status:
             c = self.last_commit
             out.append(
                 f"last commit: {c['run_id']} at {c['committed_at']}: {c['files']} data file(s), {c['rows_out']} row(s)"
+                + (f"; quarantined records: {c['records']}" if c.get("records") else "")
             )
+        if self.quarantine:
+            out.append(f"quarantine: {self.quarantine} (bad records and copies of bad files, by run)")
         out.append(
             f"snapshots: {self.snapshots}; {self.rows:,} rows in {sum(p.files for p in self.partitions)} "
             f"data file(s), {len(self.partitions)} partition(s)"
@@ -99,6 +104,7 @@ def table_status(config: CompactConfig, now: datetime | None = None) -> Status:
     from lakeflow.compaction.commit import iceberg_catalog, load_target, newest_event_ms
     from lakeflow.compaction.discover import list_parts, window_start
     from lakeflow.compaction.ledger import Ledger, load_ledger
+    from lakeflow.compaction.naming import QUARANTINE_DIR
     from lakeflow.compaction.source import open_raw
 
     now = now or datetime.now(timezone.utc)
@@ -123,8 +129,14 @@ def table_status(config: CompactConfig, now: datetime | None = None) -> Status:
         status.freshness_lag_s = round(max(0.0, (now - (oldest.mtime or now)).total_seconds()), 1)
     if ledger.runs:
         status.last_commit = asdict(ledger.runs[-1])
+        records = status.last_commit["records"]
+        if records and target is not None:  # an older run's are the raw table's (_quarantine/records/…)
+            status.last_commit["records"] = (target.storage if records.startswith(QUARANTINE_DIR) else raw.storage).uri(
+                records
+            )
     status.last_run = last_run(config.settings.lineage_dir, f"compact.{config.target_name}")
     if target is not None:
+        status.quarantine = target.storage.uri(QUARANTINE_DIR)
         table = target.table
         status.snapshots = len(table.metadata.snapshots)
         newest = newest_event_ms(table)

@@ -61,16 +61,18 @@ def parse_files(files: Sequence[tuple[int, str]], raw: Storage, parser: Parser) 
     return parsed
 
 
-def write_bad_records(parsed: Parsed, names: dict[int, str], raw: Storage, plan: WritePlan, task: int) -> int:
-    """The bad records as JSON lines ``{"file", "reason", "record"}`` (``record``: the text as sent) in the
-    run's records folder; how many."""
+def write_bad_records(
+    parsed: Parsed, names: dict[int, str], raw: Storage, target: Storage, plan: WritePlan, task: int
+) -> int:
+    """The bad records as JSON lines ``{"file"`` (the raw file's URI), ``"reason", "record"}`` (``record``:
+    the text as sent) in the run's records folder of the Iceberg table (``target``); how many."""
     if not parsed.bad:
         return 0
     lines = [
         json.dumps({"file": raw.uri(names[b.file]), "reason": b.reason, "record": b.text}, ensure_ascii=False)
         for b in parsed.bad
     ]
-    raw.write(f"{plan.records}/{RECORDS_FILE.format(task=task)}", ("\n".join(lines) + "\n").encode())
+    target.write(f"{plan.records}/{RECORDS_FILE.format(task=task)}", ("\n".join(lines) + "\n").encode())
     return len(lines)
 
 
@@ -90,7 +92,7 @@ def run_task(
     parser = Parser(plan.schema)
     parsed = parse_files(files, raw, parser)
     writer = Writer(plan.schema, plan.table_schema, plan.spec, dict(plan.properties), target)
-    bad = write_bad_records(parsed, dict(files), raw, plan, number)
+    bad = write_bad_records(parsed, dict(files), raw, target, plan, number)
     rows = writer.first_per_key(parsed.rows)
     collected: list[pa.Table] | None = [] if keys else None
     written = writer.write(

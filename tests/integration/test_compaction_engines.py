@@ -25,6 +25,7 @@ from lakeflow.compaction import launch
 from lakeflow.compaction.arrow.engine import ArrowEngine
 from lakeflow.compaction.engine import Compacted, Engine, WritePlan
 from lakeflow.compaction.files import FileEntry, Storage
+from lakeflow.compaction.naming import records_dir
 from lakeflow.compaction.parse import EMPTY, MALFORMED
 from lakeflow.compaction.rows import Writer
 from lakeflow.schema import load_schema
@@ -133,8 +134,8 @@ class Run:
 
     def bad_records(self) -> list[tuple[str, str, dict]]:
         out = []
-        for entry in self.raw.list(self.plan.records):
-            for line in self.raw.read(entry.rel).decode().splitlines():
+        for entry in self.target.list(self.plan.records):  # under the Iceberg table, never the raw one
+            for line in self.target.read(entry.rel).decode().splitlines():
                 b = json.loads(line)
                 out.append((self.raw.relative(b["file"]), b["reason"], json.loads(b["record"])))
         return sorted(out, key=repr)
@@ -143,7 +144,7 @@ class Run:
 def plan_for(schema: TableSchema, staging: str) -> WritePlan:
     table = schema.iceberg_schema()
     return WritePlan(schema, table, schema.partition_spec(table), {}, f"data/_staging/{staging}",
-                     f"_quarantine/records/run={staging}", 1 << 30, 50.0)
+                     records_dir(staging), 1 << 30, 50.0)
 
 
 def held_file(target: Storage, schema: TableSchema) -> str:
@@ -231,6 +232,7 @@ def test_the_engines_make_the_same_table(runs: dict, label: str, spark_route: st
     assert spark.rows() == arrow.rows() and arrow.rows()
     assert spark.partitions() == arrow.partitions()
     assert spark.bad_records() == arrow.bad_records() and len(arrow.bad_records()) == arrow.done.bad_records
+    assert {e.rel for e in arrow.raw.list()} == set(arrow.done.files)  # the raw table: its part files, no more
     assert spark.done.duplicates_dropped == arrow.done.duplicates_dropped
     assert spark.done.undeclared == arrow.done.undeclared
     assert len(spark.done.written) > len(arrow.done.written)  # several tasks: files of their own

@@ -101,7 +101,7 @@ def crashed(scenario: dict) -> Step:
 def first(scenario: dict, crashed: Step) -> Step:
     home: LakeflowHome = scenario["home"]
     scenario["orphans"] = sorted((home.home / "iceberg").rglob("*.parquet"))
-    return compact(home, "first", "--move-quarantined", **SMALL_FILES)
+    return compact(home, "first", **SMALL_FILES)
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +130,9 @@ def test_crash_after_write_leaves_nothing_visible(scenario: dict, crashed: Step)
     assert home.iceberg_table(TARGET).current_snapshot() is None
     orphans = list((home.home / "iceberg").rglob("data/ts_day=*/*.parquet"))
     assert orphans, "the crashed run should have left its renamed data files behind"
+    quarantine = quarantined(home)                  # set aside under the table before its commit, never in raw
+    assert [(kind, len(runs)) for kind, runs in sorted(quarantine.items())] == [("files", 1), ("records", 1)]
+    assert not (home.raw / "_quarantine").exists()
     events = [e for e in read_events(home.home / "lineage") if e["eventType"] != "START"]
     assert events == []
 
@@ -184,16 +187,30 @@ def test_data_files_are_named_sized_and_partitioned_by_day(scenario: dict, first
     assert table.current_snapshot().summary["lakeflow.raw-files"] == "34"
 
 
+def quarantined(home: LakeflowHome) -> dict[str, dict[str, Path]]:
+    """The Iceberg table's quarantine: its run folders (``run=<id>``) by kind (``records``, ``files``)."""
+    root = Path(Storage(home.iceberg_table(TARGET).location()).local_path("_lakeflow/quarantine"))
+    return {kind.name: {run.name: run for run in kind.iterdir()} for kind in root.iterdir()} if root.exists() else {}
+
+
 def test_bad_input_is_quarantined_with_reasons_not_lost(scenario: dict, first: Step) -> None:
     home: LakeflowHome = scenario["home"]
     reasons = {q["file"]: q["reason"] for q in first.report["quarantined"]}
     assert reasons == {"part-bad-0-0.json": EMPTY, "part-bad-0-1.json": MALFORMED, "part-bad-0-2.json": MALFORMED}
-    for name, reason in reasons.items():            # --move-quarantined
-        assert not (home.raw / name).exists()
-        assert json.loads((home.raw / "_quarantine" / f"{name}.reason.json").read_text())["reason"] == reason
-    assert (home.raw / "_quarantine" / "part-bad-0-1.json").read_text().startswith("[{")
-    records = [json.loads(line) for p in (home.raw / "_quarantine" / "records").rglob("*.json")
-               for line in p.read_text().splitlines()]
+    run = f"run={first.report['run_id']}"           # the crashed run's went with its other files (recovery)
+    quarantine = quarantined(home)
+    assert {kind: list(runs) for kind, runs in quarantine.items()} == {"files": [run], "records": [run]}
+    files, records_dir = quarantine["files"][run], quarantine["records"][run]
+    table = Storage(home.iceberg_table(TARGET).location())
+    assert first.report["quarantined_files_path"] == table.uri(f"_lakeflow/quarantine/files/{run}")
+    assert first.report["records_path"] == table.uri(f"_lakeflow/quarantine/records/{run}")
+    for name, reason in reasons.items():            # copied with its reason; the raw file is left in place
+        assert (home.raw / name).exists() and (files / name).read_bytes() == (home.raw / name).read_bytes()
+        beside = json.loads((files / f"{name}.reason.json").read_text())
+        assert (beside["reason"], beside["file"]) == (reason, (home.raw / name).as_uri())
+    assert (files / "part-bad-0-1.json").read_text().startswith("[{")
+    assert not (home.raw / "_quarantine").exists(), "the compaction writes nothing into the raw table"
+    records = [json.loads(line) for p in records_dir.rglob("*.json") for line in p.read_text().splitlines()]
     assert sorted(r["reason"] for r in records) == ["field seq: expected an integer, got a string",
                                                     "missing field location"]
     assert all(r["file"].endswith("part-mixed-0-0.json") for r in records)
@@ -233,8 +250,9 @@ def test_new_files_once_even_with_two_concurrent_runs(scenario: dict, second: tu
     worked = next(s for s in second if s.code == 0 and s.report.get("files_in"))
     assert worked.report["rows_out"] == 100 and worked.report["duplicates_dropped"] == 25
     assert table_rows(home) == expected(scenario["rows"])
-    left = [p for p in home.raw.rglob("part-*.json") if "_quarantine" not in p.parts]
-    assert left == [], "--delete-source removes every compacted raw file"
+    left = sorted(p.name for p in home.raw.rglob("part-*.json"))
+    assert left == ["part-bad-0-0.json", "part-bad-0-1.json", "part-bad-0-2.json"], \
+        "--delete-source removes every compacted raw file, and no quarantined one"
     assert any(p.name.startswith(".part-") for p in home.raw.iterdir())
 
 

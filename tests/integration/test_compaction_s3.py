@@ -34,11 +34,11 @@ from tests.support.fixtures_compaction import REPO, json_array, readings
 from tests.support.fixtures_lakekeeper import NAMESPACE
 from tests.support.iceberg_rest import IcebergRestServer
 from tests.support.lakehouse import LAKEFLOW, TARGET, LakekeeperWithIceberg, lakehouse_catalogs
-from tests.standins.lakekeeper import S3Account
+from tests.standins.lakekeeper import S3Account, _prefix_policy
 
 pytestmark = pytest.mark.slow
 
-JOB_FLAGS = ["--delete-source", "--delete-min-age", "0s", "--move-quarantined"]
+JOB_FLAGS = ["--delete-source", "--delete-min-age", "0s"]
 DAY = 1763683200000
 
 
@@ -152,7 +152,9 @@ def check_compacted(lh: Lakehouse, engine: str, report: Path) -> pa.Table:
     tables = [pq.read_table(io.BytesIO(lh.s3.get_object(Bucket=bucket, Key=f)["Body"].read())) for f in files]
     parquet, data = pa.concat_tables(tables), files[0]
     assert sorted(parquet.column("seq").to_pylist()) == list(range(120))
-    assert f"{prefix}/_quarantine/part-s3-0-99.json" in keys                       # moved (S3: copy + delete)
+    copy = f"{table_prefix}/_lakeflow/quarantine/files/run={r['run_id']}/part-s3-0-99.json"  # the table's
+    assert f"{prefix}/part-s3-0-99.json" in keys and {copy, f"{copy}.reason.json"} <= keys  # copied, left in raw
+    assert not any(k.startswith(f"{prefix}/_") for k in keys)                      # nothing written into raw
     left = [k for k in keys if k.startswith(f"{prefix}/2025-11-21--01/") and not k.endswith("/")]
     assert left == []                                                              # --delete-source
     assert f"{prefix}/.part-s3-1-9.json.inprogress.0a1b" in keys                   # never touched
@@ -193,8 +195,8 @@ def check_rerun_and_outputs(lh: Lakehouse, engine: str, tmp_path: Path, *extra: 
     and the lineage events hold no secret."""
     again = tmp_path / "again.json"
     lh.compact(engine, again, *extra)
-    r = json.loads(again.read_text())
-    assert (r["files_listed"], r["rows_out"], r["snapshot_id"]) == (0, 0, None)
+    r = json.loads(again.read_text())  # (the quarantined file stays in the raw table, consumed)
+    assert (r["files_listed"], r["files_already_consumed"], r["rows_out"], r["snapshot_id"]) == (1, 1, 0, None)
     table = iceberg_catalog(load_settings(lh.env)).load_table((*NAMESPACE, TARGET))
     assert len(table.metadata.snapshots) == 1 and table.scan().to_arrow().num_rows == 120
     written = [p for p in (*lh.home.rglob("*"), *tmp_path.glob("*.json")) if p.is_file() and p.suffix != ".db"]
@@ -303,3 +305,102 @@ def test_the_schema_evolves_through_the_iceberg_rest_catalog_on_s3(lakehouse: La
         "lakeflow compact: schema change refused, nothing committed: seq: long → string")
     table.refresh()
     assert (table.metadata.current_snapshot_id, table.schema().schema_id, data_keys()) == before
+
+
+WRITES = ("s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
+
+
+def vend_read_only(lh: Lakehouse) -> Callable[[], None]:
+    """The raw table's vended credentials made read-only, as Lakekeeper vends them to a principal holding
+    only ``select`` on it (the compaction's under least privilege): the stand-in's policy for the table's
+    prefix (listing uploads included) without its write actions, put on the role it vends for the raw
+    table (moto evaluates a role's own policy; the role is the one its vended keys assume). Returns how to
+    give the writes back."""
+    iam = lh.admin.client("iam")
+    sts = boto3.client("sts", **to_s3a(VendedConfig(lh.location, lh.vended)).boto3())
+    role = sts.get_caller_identity()["Arn"].split(":assumed-role/", 1)[1].split("/", 1)[0]  # the raw table's
+    full = _prefix_policy(lh.bucket, lh.prefix, list_uploads=True)
+    read = {**full, "Statement": [{**st, "Action": [a for a in st["Action"] if a not in WRITES]}
+                                  for st in full["Statement"]]}
+
+    def put(policy: dict) -> None:
+        iam.put_role_policy(RoleName=role, PolicyName="table-prefix", PolicyDocument=json.dumps(policy))
+
+    put(read)
+    return lambda: put(full)
+
+
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+def test_a_compaction_with_read_only_raw_credentials_writes_nothing_into_the_raw_table(
+        lakehouse: Lakehouse, tmp_path: Path, engine: str) -> None:
+    """Least privilege: the compaction's principal may only read the raw table. A batch with an empty
+    file, a malformed one and a bad record compacts; its quarantine goes to the Iceberg table's
+    ``_lakeflow/quarantine/`` and the raw table is as it was, key for key. ``lakeflow maintain``
+    reports the raw table's leftovers it may not remove (exit 0) and keeps the quarantine; run with
+    ``--raw-leftovers-only`` by a principal that may write there, it removes them."""
+    lh = lakehouse
+    bad = readings("run-bad", 5, start_ms=DAY + 7_200_000, step_ms=30_000, seed=11)
+    bad[1]["seq"] = "two"
+    s3 = lh.s3
+    s3.put_object(Bucket=lh.bucket, Key=f"{lh.prefix}/2025-11-21--02/part-s3-0-0.json", Body=json_array(bad).encode())
+    s3.put_object(Bucket=lh.bucket, Key=f"{lh.prefix}/2025-11-21--02/part-s3-1-0.json", Body=b"")
+    s3.create_multipart_upload(Bucket=lh.bucket, Key=f"{lh.prefix}/2025-11-21--02/part-s3-1-1.json")
+    give_back = vend_read_only(lh)
+    raw_s3 = _client(lh.vended, lh.location)
+    _refused(lambda: raw_s3.put_object(Bucket=lh.bucket, Key=f"{lh.prefix}/part-probe-0-0.json", Body=b"[]"))
+
+    def raw_keys() -> dict[str, tuple[int, str]]:
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=lh.bucket, Prefix=f"{lh.prefix}/")
+        return {o["Key"]: (o["Size"], o["ETag"]) for page in pages for o in page.get("Contents", [])}
+
+    before = raw_keys()
+    report = tmp_path / "report.json"
+    done = subprocess.run([LAKEFLOW, "compact", "--engine", engine, "--report", str(report)], env=lh.env,
+                          cwd=lh.home.parent, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    lh.assert_no_secret(done.stdout + done.stderr)
+    assert raw_keys() == before                                                    # nothing written, nothing moved
+
+    r = json.loads(report.read_text())
+    assert (r["files_in"], r["files_quarantined"], r["rows_quarantined"], r["rows_out"]) == (9, 2, 1, 124)
+    assert {q["file"] for q in r["quarantined"]} == {"part-s3-0-99.json", "2025-11-21--02/part-s3-1-0.json"}
+    run = f"run={r['run_id']}"
+    quarantine = f"{lh.table_prefix}/_lakeflow/quarantine"
+    assert r["records_path"] == f"s3://{lh.bucket}/{quarantine}/records/{run}"
+    assert r["quarantined_files_path"] == f"s3://{lh.bucket}/{quarantine}/files/{run}"
+    kept = {k for k in lh.keys() if k.startswith(f"{quarantine}/")}
+    files, records = f"{quarantine}/files/{run}", {k for k in kept if k.startswith(f"{quarantine}/records/{run}/")}
+    assert len(records) == 1 and kept == {*records,
+                    *(f"{files}/{q['file']}{suffix}" for q in r["quarantined"] for suffix in ("", ".reason.json"))}
+    (record,) = s3.get_object(Bucket=lh.bucket, Key=records.pop())["Body"].read().decode().splitlines()
+    assert json.loads(record)["reason"] == "field seq: expected an integer, got a string"
+    assert s3.get_object(Bucket=lh.bucket, Key=f"{files}/part-s3-0-99.json")["Body"].read() == \
+        s3.get_object(Bucket=lh.bucket, Key=f"{lh.prefix}/part-s3-0-99.json")["Body"].read()
+
+    maintained = subprocess.run([LAKEFLOW, "maintain", "--json", "--leftover-min-age", "0s", "--orphan-min-age", "0s"],
+                                env=lh.env, cwd=lh.home.parent, capture_output=True, text=True, timeout=300)
+    assert maintained.returncode == 0, maintained.stderr[-4000:]
+    lh.assert_no_secret(maintained.stdout + maintained.stderr)
+    m = json.loads(maintained.stdout)
+    assert (m["uploads_aborted"], m["in_progress_removed"], m["uploads_denied"], m["in_progress_denied"]) == (0, 0, 1, 1)
+    assert m["leftovers_denied"].startswith("2 left: ") and "may not delete in the raw table" in m["leftovers_denied"]
+    assert "`lakeflow maintain --raw-leftovers-only` as a principal with modify on it" in m["leftovers_denied"]
+    assert raw_keys() == before
+    assert {k for k in lh.keys() if k.startswith(f"{quarantine}/")} == kept       # no orphan of maintain's
+
+    refused = subprocess.run([LAKEFLOW, "compact", "--engine", "arrow", "--delete-source", "--delete-min-age", "0s"],
+                             env=lh.env, cwd=lh.home.parent, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-4000:]
+    assert "the commit stands, but 7 compacted raw file(s) were not deleted" in refused.stderr.splitlines()[-1]
+    assert raw_keys() == before                                                    # deleting raw files: modify
+
+    give_back()                                                                    # the ingestion's principal
+    cleared = subprocess.run([LAKEFLOW, "maintain", "--raw-leftovers-only", "--json", "--leftover-min-age", "0s"],
+                             env=lh.env, cwd=lh.home.parent, capture_output=True, text=True, timeout=300)
+    assert cleared.returncode == 0, cleared.stderr[-4000:]
+    c = json.loads(cleared.stdout)
+    assert (c["uploads_aborted"], c["in_progress_removed"], c["leftovers_denied"], c["raw_leftovers_only"]) == (
+        1, 1, "", True)
+    assert set(before) - set(raw_keys()) == {f"{lh.prefix}/.part-s3-1-9.json.inprogress.0a1b"}
+    assert [u["UploadId"] for u in s3.list_multipart_uploads(Bucket=lh.bucket, Prefix=f"{lh.prefix}/").get(
+        "Uploads", [])] == []

@@ -31,7 +31,7 @@ from lakeflow.compaction.ledger import COMPACTED, QUARANTINED, Ledger, LedgerErr
 from lakeflow.compaction.lineage import lineage_run, raw_datasets
 from lakeflow.compaction.naming import data_file_name, final_paths, is_data_file_of, timestamp
 from lakeflow.compaction.parse import EMPTY, MALFORMED
-from lakeflow.compaction.quarantine import move_quarantined, sort_files
+from lakeflow.compaction.quarantine import copy_quarantined, sort_files
 from lakeflow.compaction.rows import WrittenFile
 from lakeflow.compaction.report import CompactionReport
 from lakeflow.compaction.source import raw_table
@@ -40,7 +40,7 @@ from lakeflow.schema import load_schema
 from lakeflow.settings import SettingsError, load_settings
 from lakeflow.uris import iceberg_uri
 from tests.standins.http_stub import QuietHandler, send_json, serve, stop, url_of
-from tests.support.fixtures_compaction import written_file
+from tests.support.fixtures_compaction import json_array, make_home, readings, written_file
 
 DAY_MS = 1763683200000  # 2025-11-21T00:00:00Z
 SCHEMA = load_schema()  # lakeflow's default: the sensor reading
@@ -186,14 +186,48 @@ def test_sort_files_sets_aside_empty_and_malformed(tmp_path: Path) -> None:
     assert [f.rel for f in s.quarantined] == ["zero.json", "blank.json", "garbage.json"]
     assert s.rows == {"a.json": 4, "none.json": 0} and s.bad_rows == {"a.json": 1, "none.json": 0}
 
-    raw = Storage(tmp_path.as_uri())
+    raw, target = Storage((tmp_path / "raw").as_uri()), Storage((tmp_path / "table").as_uri())
     raw.write("2026-11-21--10/bad.json", b"[{")
-    moved = move_quarantined(raw, [FileEntry("2026-11-21--10/bad.json", 2, None)],
-                             {"2026-11-21--10/bad.json": MALFORMED}, "r1")
-    assert moved == 1 and not raw.exists("2026-11-21--10/bad.json")
-    assert raw.read("_quarantine/2026-11-21--10/bad.json") == b"[{"
-    reason = json.loads(raw.read("_quarantine/2026-11-21--10/bad.json.reason.json"))
-    assert reason == {"file": "2026-11-21--10/bad.json", "size": 2, "reason": MALFORMED, "run_id": "r1"}
+    before = raw.list()
+    copied = copy_quarantined(raw, target, [FileEntry("2026-11-21--10/bad.json", 2, None)],
+                              {"2026-11-21--10/bad.json": MALFORMED}, "r1")
+    assert copied == 1 and raw.list() == before                       # the raw table: left as it was
+    copy = "_lakeflow/quarantine/files/run=r1/2026-11-21--10/bad.json"
+    assert target.read(copy) == b"[{"
+    reason = json.loads(target.read(f"{copy}.reason.json"))
+    assert reason == {"file": raw.uri("2026-11-21--10/bad.json"), "size": 2, "reason": MALFORMED, "run_id": "r1"}
+
+
+def test_a_run_quarantines_under_the_iceberg_table_and_status_shows_where(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-process run over a good file, one with a bad record and an empty one: the raw table is left
+    file for file as it was; the record and a copy of the empty file are under the Iceberg table's
+    quarantine, which ``lakeflow status`` names, with the last commit's records."""
+    from lakeflow.cli.compact import compaction_pipeline, job_options
+    from lakeflow.compaction.status import table_status
+
+    home = make_home(tmp_path)
+    home.enter(monkeypatch)
+    rows = readings("run-q", 6, start_ms=DAY_MS, seed=5)
+    rows[3]["seq"] = "three"
+    (home.raw / "part-q-0-0.json").write_text(json_array(rows))
+    (home.raw / "part-q-0-1.json").write_text("")
+    before = {p: p.read_bytes() for p in home.raw.rglob("*")}
+    assert compaction_pipeline()(load_config(job_options(["--engine", "arrow"]))) == 0
+    assert {p: p.read_bytes() for p in home.raw.rglob("*")} == before
+
+    status = table_status(load_config(env=home.env))
+    table = Storage(home.iceberg_table().location())
+    assert status.quarantine == table.uri("_lakeflow/quarantine")
+    run = status.last_commit["run_id"]
+    assert status.last_commit["records"] == table.uri(f"_lakeflow/quarantine/records/run={run}")
+    assert {e.rel for e in table.list("_lakeflow/quarantine")} == {
+        f"_lakeflow/quarantine/records/run={run}/part-00000.json",
+        f"_lakeflow/quarantine/files/run={run}/part-q-0-1.json",
+        f"_lakeflow/quarantine/files/run={run}/part-q-0-1.json.reason.json"}
+    lines = status.lines()
+    assert f"quarantine: {status.quarantine} (bad records and copies of bad files, by run)" in lines
+    assert any(line.endswith(f"; quarantined records: {status.last_commit['records']}") for line in lines)
 
 
 # --- the Iceberg commit ---------------------------------------------------------------------

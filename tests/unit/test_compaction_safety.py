@@ -79,13 +79,13 @@ def test_forged_intents_are_set_aside_and_nothing_is_deleted(tmp_path: Path) -> 
     other = _run_id()  # valid, but filed under another run's name
     target.storage.write(intent_name(run), Intent(other, None).to_bytes())
 
-    done = recover(target, raw, Ledger())
+    done = recover(target, Ledger())
     assert len(done.intents_rejected) == 2 and done.orphans_removed == 0
     after = sorted(e.rel for e in target.storage.list())
     assert [r for r in after if not r.startswith(REJECTED_DIR)] == [r for r in before]
     assert sorted(r.rsplit("/", 1)[-1] for r in after if r.startswith(REJECTED_DIR)) == sorted(
         [f"intent-{run}.json", f"intent-{run}.json.reason.json", "intent-x.json", "intent-x.json.reason.json"])
-    assert recover(target, raw, Ledger()).intents_rejected == []  # set aside once, not reported forever
+    assert recover(target, Ledger()).intents_rejected == []  # set aside once, not reported forever
 
 
 def test_a_referenced_file_is_never_deleted(tmp_path: Path) -> None:
@@ -98,7 +98,7 @@ def test_a_referenced_file_is_never_deleted(tmp_path: Path) -> None:
     commit(target, [_data_file(target, shared, 1)], target.storage.uri(f"{STATE_DIR}/ledger-x.json.gz"),
            raw.location, _run_id(), {}, load_schema())
 
-    done = recover(target, raw, Ledger())
+    done = recover(target, Ledger())
     assert done.orphans_removed == 1
     assert target.storage.exists(shared) and not target.storage.exists(orphan)
     assert not target.storage.exists(intent_name(dead))
@@ -111,11 +111,33 @@ def test_a_run_that_could_still_commit_keeps_its_files_until_the_table_moves(tmp
     mine = _name(slow)
     save_intent(target.storage, Intent(slow, target.snapshot_id, (mine,)))
     _data_file(target, mine, 1)
-    assert recover(target, raw, Ledger()).runs_deferred == 1 and target.storage.exists(mine)
+    assert recover(target, Ledger()).runs_deferred == 1 and target.storage.exists(mine)
 
     commit(target, [], target.storage.uri(f"{STATE_DIR}/ledger-y.json.gz"), raw.location, _run_id(), {}, load_schema())
-    done = recover(target, raw, Ledger())  # its commit would now fail: its files are orphans
+    done = recover(target, Ledger())  # its commit would now fail: its files are orphans
     assert (done.runs_deferred, done.orphans_removed) == (0, 1) and not target.storage.exists(mine)
+
+
+def test_recovery_removes_an_uncommitted_runs_quarantine_under_the_table_only(tmp_path: Path) -> None:
+    """The quarantine is the Iceberg table's: an uncommitted run's bad records and copies of bad files
+    go with its other files, a committed run's stay, and the raw table is not touched."""
+    target, raw = _target(tmp_path), Storage((tmp_path / "raw").as_uri())
+    raw.write("2025-11-21--00/part-a-0-0.json", b"[{")
+    dead, done = Intent(_run_id(), None), Intent(_run_id(), None)
+    for intent in (dead, done):
+        target.storage.write(f"{intent.records}/part-00000.json", b'{"file": "x", "reason": "r", "record": "{}"}\n')
+        target.storage.write(f"{intent.quarantined_files}/2025-11-21--00/part-a-0-0.json", b"[{")
+    save_intent(target.storage, dead)
+    commit(target, [], target.storage.uri(f"{STATE_DIR}/ledger-{done.run_id}.json.gz"), raw.location, done.run_id,
+           {}, load_schema())
+    before = raw.list()
+
+    recover(target, Ledger())
+    assert {e.rel for e in target.storage.list("_lakeflow/quarantine")} == {
+        f"{done.records}/part-00000.json", f"{done.quarantined_files}/2025-11-21--00/part-a-0-0.json"}
+    assert dead.records.startswith("_lakeflow/quarantine/records/run=") and not target.storage.exists(
+        intent_name(dead.run_id))
+    assert raw.list() == before
 
 
 def test_a_committed_run_only_loses_its_leftovers_never_the_current_ledger(tmp_path: Path) -> None:
@@ -128,7 +150,7 @@ def test_a_committed_run_only_loses_its_leftovers_never_the_current_ledger(tmp_p
     commit(target, [_data_file(target, data, 1)], target.storage.uri(ledger), raw.location, run, {}, load_schema())
     # a (crafted) intent of that run naming the current ledger as the one it replaced
     save_intent(target.storage, Intent(run, None, (data,), previous_ledger=ledger))
-    recover(target, raw, Ledger())
+    recover(target, Ledger())
     assert target.storage.exists(ledger) and target.storage.exists(data)
     assert target.storage.list("data/_staging") == [] and not target.storage.exists(intent_name(run))
 

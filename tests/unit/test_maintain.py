@@ -147,10 +147,11 @@ def test_maintain_merges_expires_and_removes_orphans(home: LakeflowHome, monkeyp
         "young": f"{day0}/young.parquet",                  # unreferenced but recent: maybe a commit in flight
         "metadata": "metadata/stray-manifest.avro",        # an old unreferenced metadata file: an orphan
         "staging": f"{STAGING}/{uuid.uuid4()}/ts_day={DAYS[0]}/part-00000.parquet",  # no intent: an orphan
+        "quarantine": f"_lakeflow/quarantine/files/run={uuid.uuid4()}/2025-11-21--00/part-x-0-0.json",  # kept
     }
     for rel in planted.values():
         storage.write(rel, b"PAR1 not really")
-    for key in ("old", "metadata", "staging"):
+    for key in ("old", "metadata", "staging", "quarantine"):
         os.utime(storage.uri(planted[key]).removeprefix("file://"), (OLD, OLD))
     crashed = Intent(run_id=str(uuid.uuid4()), planned_snapshot=target.table.metadata.snapshots[0].snapshot_id)
     save_intent(storage, crashed)                           # a compaction that crashed mid-write, runs ago
@@ -182,7 +183,7 @@ def test_maintain_merges_expires_and_removes_orphans(home: LakeflowHome, monkeyp
     assert len(done.snapshots_expired) == RUNS and done.expired_files_deleted > 0   # the compactions' snapshots
     assert sorted(done.orphans) == sorted([planted["old"], planted["metadata"], planted["staging"]])
     left = table_files(target)
-    assert storage.exists(planted["young"])
+    assert storage.exists(planted["young"]) and storage.exists(planted["quarantine"])  # the quarantine is no orphan
     assert not any(storage.exists(planted[k]) for k in ("old", "metadata", "staging"))
     assert not storage.exists(intent_name(crashed.run_id)) and not storage.list(crashed.staging)  # recovery's
     assert not storage.list(STAGING) and not pending_runs(storage)

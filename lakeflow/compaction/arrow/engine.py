@@ -37,7 +37,7 @@ class ArrowEngine:
             files={f.rel: parsed.files[ids[f.rel]] for f in files if ids[f.rel] in parsed.files},
             undeclared=parsed.undeclared,
         )
-        out.bad_records = write_bad_records(parsed, dict(named), self.raw, plan, 0)
+        out.bad_records = write_bad_records(parsed, dict(named), self.raw, self.target, plan, 0)
         writer = Writer(plan.schema, plan.table_schema, plan.spec, dict(plan.properties), self.target)
         rows = writer.first_per_key(parsed.rows)
         summaries = [s for s in out.files.values() if s.min_ms is not None and s.max_ms is not None]
