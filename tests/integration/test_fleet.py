@@ -331,6 +331,11 @@ def test_a_standalone_cluster_and_the_compaction_service_serve_the_fleet(
         served(400)
         first_job, job.job_id = job.job_id, job._submitted()  # the job the restart submitted
         assert job.job_id != first_job
+        harvested = run([str(LAKEFLOW), "harvest", "--rest-url", cluster.rest_url, "--job-name-allow",
+                         "^lakeflow-ingest ", "--include-job-states", "RUNNING", "--output", str(plant / "h.json")],
+                        env, plant)
+        assert harvested.returncode == 0, harvested.stderr[-3000:]
+        _assert_the_fleets_lineage(json.loads((plant / "h.json").read_text()), expected)
         metrics = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
         for stream, count in expected.items():
             line = re.search(rf'lakeflow_compaction_rows_out_total{{table="plant\.{stream}-compacted"}} (\S+)', metrics)
@@ -341,3 +346,21 @@ def test_a_standalone_cluster_and_the_compaction_service_serve_the_fleet(
     assert service.returncode == 0, err[-3000:]
     assert "stream meters_hall01" in out and "stream vibration" in out  # one line a stream's run
     job.stop(plant / "savepoints")
+
+
+def _assert_the_fleets_lineage(doc: dict, streams: dict[str, int]) -> None:
+    """Each topic → the running ingestion job → its stream's raw table → a compaction run → its Iceberg table."""
+    edges = {tuple(e) for e in doc["edges"]}
+    (ingest,) = [j for j in doc["jobs"] if j["engine"] == "flink" and j["state"] == "RUNNING"]
+    topics = ["plant.vibration", *(f"plant.temp.{r}" for r in ROOMS), *(f"plant.meters.{h}" for h in HALLS),
+              "plant.meters.hall18"]
+    inputs = [i for i in ingest["inputs"] if any(i.endswith(t) for t in topics)]
+    assert len(inputs) == len(topics), ingest["inputs"]
+    assert all((f"dataset:{i}", f"flink:{ingest['name']}") in edges for i in inputs)
+    raws = {o.rsplit("/", 1)[-1]: o for o in ingest["outputs"] if not o.endswith("/_dead_letters")}
+    assert set(raws) == set(streams), ingest["outputs"]
+    assert sorted(ingest["outputs"]) == sorted([*raws.values(), *(f"{r}/_dead_letters" for r in raws.values())])
+    for table, raw in raws.items():
+        assert (f"flink:{ingest['name']}", f"dataset:{raw}") in edges
+        compactions = {b for a, b in edges if a == f"dataset:{raw}" and b.startswith("compaction:")}
+        assert any(a in compactions and b.endswith(f"/plant/{table}-compacted") for a, b in edges), (table, compactions)
