@@ -99,7 +99,7 @@ _FORBIDDEN = re.compile(
     r"|role|server) [`'](?P<name>[^`']+)[`']"
 )
 _UNAUTHORIZED = re.compile(r"^Unauthorized for action `(?P<action>\w+)` on `(?P<name>[^`]+)`")
-# action → (what the principal may not do, the privilege that allows it); Lakekeeper's OpenFGA model
+# action → (what the principal may not do, the privilege that allows it), per Lakekeeper's documented grants
 _PRIVILEGES: dict[str, tuple[str, str]] = {
     "read_data": ("read", "select"),
     "can_read_data": ("read", "select"),

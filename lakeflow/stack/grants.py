@@ -20,7 +20,7 @@ from lakeflow.catalog.errors import CatalogError
 from lakeflow.stack.config import StackConfig
 from lakeflow.stack.server import Assignment, LakekeeperAdmin, Report, open_session
 
-# The relations that hold a needed one (Lakekeeper's OpenFGA model: ownership holds every
+# The relations that hold a needed one (Lakekeeper's documented grants: ownership holds every
 # privilege, modify holds select).
 HOLDING = {
     "create": ("create", "ownership"),

@@ -10,7 +10,11 @@ STS (moto's server): AssumeRole of a role whose policy allows only the table pre
 
 Fault knobs (``.faults``): N× 503 with Retry-After, 429, connection reset (before or after the
 server acted), plain-text errors, slow answers, answers that trickle in or are padded past any
-sensible size (valid JSON either way); and auth (``.revoke``, ``.accept``).
+sensible size (valid JSON either way); and auth (``.revoke``, ``.accept``). With ``.authz`` set (a
+``tests.standins.authz.Authorizer``) every call is authorized as Lakekeeper with OpenFGA does it:
+what the principal cannot see is 404, what it may not do 403, and the credentials a load vends are
+read-only with ``select`` and read-write with ``modify`` (that module's docstring has the model);
+it then also answers the Iceberg REST namespace calls (list, load with the namespace's id, create).
 Wire facts it follows: ``docs/lakekeeper.md`` and ``lakekeeper-api/NOTES.md``.
 """
 
@@ -127,13 +131,14 @@ class Warehouse:
     vended_lifetime_s: Optional[float] = None
     path_style: bool = True
     namespaces: set[tuple[str, ...]] = field(default_factory=set)
+    namespace_ids: dict[tuple[str, ...], str] = field(default_factory=dict)
     tables: dict[tuple[tuple[str, ...], str], Table] = field(default_factory=dict)
     idempotency: dict[str, tuple[int, bytes]] = field(default_factory=dict)
     in_flight: set[str] = field(default_factory=set)
-    roles: dict[str, str] = field(default_factory=dict)  # table id -> role ARN
+    roles: dict[tuple[str, str], str] = field(default_factory=dict)  # (table id, access) -> role ARN
     iceberg_tables: set[tuple[tuple[str, ...], str]] = field(default_factory=set)  # names taken
-    # table id -> (when minted, its storage credential): handed out again for half its lifetime
-    vended: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
+    # (table id, access) -> (when minted, its storage credential): handed out again for half its lifetime
+    vended: dict[tuple[str, str], tuple[float, dict[str, Any]]] = field(default_factory=dict)
     project_id: str = DEFAULT_PROJECT
     soft_delete: bool = False  # delete-profile soft: Iceberg clients are told not to delete files
 
@@ -265,6 +270,13 @@ ROUTES = Map([
     Rule("/lakekeeper/v1/<prefix>/namespaces/<namespace>/generic-tables/<table>/credentials",
          endpoint="credentials", methods=["GET"]),
 ], strict_slashes=False)
+# With authorization on, also Lakekeeper's own answers to the Iceberg REST namespace calls (their
+# ids, what the principal may see); without, the stand-in serves no Iceberg REST catalog at all.
+AUTHZ_ROUTES = Map([
+    *(rule.empty() for rule in ROUTES.iter_rules()),
+    Rule("/catalog/v1/<prefix>/namespaces", endpoint="namespaces", methods=["GET", "POST"]),
+    Rule("/catalog/v1/<prefix>/namespaces/<namespace>", endpoint="namespace_route", methods=["GET"]),
+], strict_slashes=False)
 
 
 class LakekeeperStandin:
@@ -286,6 +298,7 @@ class LakekeeperStandin:
         self.vend_upload_listing = False
         self.warehouses: dict[str, Warehouse] = {}
         self.warehouse: Optional[Warehouse] = None  # the first one added: what the fixtures use
+        self.authz: Any = None  # a tests.standins.authz.Authorizer: authorization on
         self._validator: Optional[Callable[[str], bool]] = lambda t: t == self.token
         self._revoked: set[str] = set()
         self._lock = threading.RLock()
@@ -296,7 +309,7 @@ class LakekeeperStandin:
 
     # -- lifecycle and set-up ------------------------------------------------------------------
 
-    def start(self) -> "LakekeeperStandin":
+    def start(self) -> LakekeeperStandin:
         self._thread.start()
         return self
 
@@ -330,6 +343,8 @@ class LakekeeperStandin:
         with self._lock:
             self.warehouses[wh.id] = wh
             self.warehouse = self.warehouse or wh
+        if self.authz is not None:
+            self.authz.add_warehouse(wh.id)
         return wh
 
     @property
@@ -342,13 +357,24 @@ class LakekeeperStandin:
         assert self.warehouse is not None, "no warehouse added"
         return self.warehouse.name
 
-    def create_namespace(self, levels: tuple[str, ...], warehouse: Optional[Warehouse] = None) -> None:
-        """Create a namespace (and its parents) in ``warehouse`` (default: the first one)."""
+    def create_namespace(self, levels: tuple[str, ...], warehouse: Optional[Warehouse] = None,
+                         owner: Optional[str] = None) -> str:
+        """Create a namespace (and its parents) in ``warehouse`` (default: the first one), owned by
+        principal ``owner`` when authorization is on; returns its id."""
         warehouse = warehouse or self.warehouse
         assert warehouse is not None, "no warehouse added"
         with self._lock:
             for i in range(1, len(levels) + 1):
-                warehouse.namespaces.add(tuple(levels[:i]))
+                level = tuple(levels[:i])
+                if level in warehouse.namespaces:
+                    continue
+                warehouse.namespaces.add(level)
+                warehouse.namespace_ids[level] = str(uuid.uuid4())
+                if self.authz is not None:
+                    parent = (namespace_object(warehouse.namespace_ids[level[:-1]]) if len(level) > 1
+                              else warehouse_object(warehouse.id))
+                    self.authz.add_child(namespace_object(warehouse.namespace_ids[level]), parent, owner)
+            return warehouse.namespace_ids[tuple(levels)]
 
     # -- auth knobs ----------------------------------------------------------------------------
 
@@ -404,8 +430,9 @@ class LakekeeperStandin:
 
     def _dispatch(self, request: Request) -> Response:
         try:
-            self._authenticate(request)
-            endpoint, args = ROUTES.bind_to_environ(request.environ).match()
+            request.environ["standin.principal"] = self._authenticate(request)
+            routes = ROUTES if self.authz is None else AUTHZ_ROUTES
+            endpoint, args = routes.bind_to_environ(request.environ).match()
             status, payload, headers = getattr(self, f"_{endpoint}")(request, **args)
             time.sleep(request.environ.pop("standin.delay", 0))  # a slow read: answered late
         except ApiError as exc:
@@ -420,15 +447,21 @@ class LakekeeperStandin:
         return Response(json.dumps(payload), status=status, content_type="application/json",
                         headers=headers)
 
-    def _authenticate(self, request: Request) -> None:
-        if self._validator is None:
-            return
+    def _authenticate(self, request: Request) -> Optional[str]:
+        """The caller's principal with authorization on (None otherwise); 401 for a bad token."""
         header = request.headers.get("Authorization")
+        if self.authz is not None:
+            if header and header.removeprefix("Bearer ").strip() in self._revoked:
+                raise ApiError(401, "AuthenticationFailed", "Authentication failed")
+            return self.authz.principal(request)
+        if self._validator is None:
+            return None
         if not header:
             raise ApiError(401, "MissingAuthorizationHeader", "Missing Authorization Header")
         token = header.removeprefix("Bearer ").strip()
         if token in self._revoked or not self._validator(token):
             raise ApiError(401, "AuthenticationFailed", "Authentication failed")
+        return None
 
     # -- contract checks -----------------------------------------------------------------------
 
@@ -487,10 +520,12 @@ class LakekeeperStandin:
         if not arg:
             raise ApiError(400, "GetConfigNoWarehouseProvided", "No warehouse specified. Please "
                            "specify the 'warehouse' parameter in the GET /config request.")
+        if self.authz is not None:  # a principal becomes a user on its first config call
+            self.authz.ensure_user(request.environ["standin.principal"])
         project, _, name = arg.rpartition("/")  # <name> or <project-id>/<name>: never the id
         wh = next((w for w in self.warehouses.values()
                    if w.name == name and project in ("", w.project_id)), None)
-        if wh is None:
+        if wh is None or not self._can(request, "can_get_config", warehouse_object(wh.id)):
             raise ApiError(404, "NoSuchWarehouseException", f"A warehouse '{arg}' does not exist")
         defaults = {"rest-page-size": str(self.page_size), "prefix": wh.id}
         if wh.soft_delete:
@@ -501,14 +536,50 @@ class LakekeeperStandin:
 
     def _get_warehouse(self, request: Request, warehouse_id: str) -> tuple[int, Any, dict]:
         """``GET /management/v1/warehouse/{id}``: the warehouse as the management API shows it."""
-        return 200, _warehouse_view(self._warehouse(warehouse_id)), {}
+        return 200, _warehouse_view(self._visible_warehouse(request, warehouse_id, "can_get_metadata")), {}
+
+    # -- routes: namespaces (Iceberg REST; with authorization on) -------------------------------
+
+    def _namespaces(self, request: Request, prefix: str) -> tuple[int, Any, dict]:
+        if request.method == "GET":
+            wh = self._visible_warehouse(request, prefix, "can_list_namespaces")
+            parent = tuple(request.args["parent"].split("\x1f")) if request.args.get("parent") else ()
+            with self._lock:
+                children = sorted(n for n in wh.namespaces if len(n) == len(parent) + 1 and n[:-1] == parent)
+            listed = [list(n) for n in children if self._sees_namespace(request, wh, n, "can_include_in_list")]
+            return 200, {"namespaces": listed}, {}
+        wh = self._visible_warehouse(request, prefix, "can_get_metadata")
+        body = request.get_json(silent=True) or {}
+        levels = tuple(body.get("namespace") or ())
+        nested = len(levels) > 1  # created in the parent namespace, else in the warehouse
+        if nested:
+            self._namespace(prefix, "\x1f".join(levels[:-1]))  # the parent exists
+        self._require(request, "can_create_namespace",
+                      namespace_object(wh.namespace_ids[levels[:-1]]) if nested else warehouse_object(wh.id),
+                      forbidden("namespace" if nested else "warehouse", "can_create_namespace", wh.id, levels[:-1]))
+        if levels in wh.namespaces:
+            raise ApiError(409, "AlreadyExistsException", f"Namespace name '{'.'.join(levels)}' already exist in "
+                           f"warehouse '{wh.id}'", ("Error creating Namespace in catalog",))
+        namespace_id = self.create_namespace(levels, wh, owner=request.environ["standin.principal"])
+        properties = {**(body.get("properties") or {}), "location": wh.base, "namespace_id": namespace_id}
+        return 200, {"namespace": list(levels), "properties": properties}, {}
+
+    def _namespace_route(self, request: Request, prefix: str, namespace: str) -> tuple[int, Any, dict]:
+        """Load a namespace (its id is a property), or ``HEAD``: does it exist."""
+        wh, levels = self._warehouse(prefix), self._visible_namespace(request, prefix, namespace)
+        if request.method == "HEAD":
+            return 204, None, {}
+        properties = {"namespace_id": wh.namespace_ids[levels], "location": wh.base}
+        return 200, {"namespace": list(levels), "properties": properties}, {}
 
     # -- routes: generic tables ----------------------------------------------------------------
 
     def _tables(self, request: Request, prefix: str, namespace: str) -> tuple[int, Any, dict]:
-        wh, ns = self._warehouse(prefix), self._namespace(prefix, namespace)
+        wh, ns = self._warehouse(prefix), self._visible_namespace(request, prefix, namespace)
         if request.method == "GET":
             return self._list(request, wh, ns)
+        if not self._sees_namespace(request, wh, ns, "can_create_generic_table"):
+            raise forbidden("namespace", "can_create_generic_table", wh.id, ns)
         return self._idempotent(request, wh, lambda: self._create(request, wh, ns),
                                 replay=lambda: self._replayed_create(request, wh, ns))
 
@@ -521,6 +592,7 @@ class LakekeeperStandin:
             raise ApiError(400, "InvalidPageToken", f"Invalid page token {token!r}") from None
         with self._lock:
             tables = sorted((t for (n, _), t in wh.tables.items() if n == ns), key=lambda t: t.created)
+        tables = [t for t in tables if self._can(request, "can_include_in_list", _generic(wh, t))]
         page = tables[start:start + size]
         payload: dict[str, Any] = {"identifiers": [
             {"namespace": list(ns), "name": t.name, "format": t.format, "id": t.id} for t in page]}
@@ -555,6 +627,9 @@ class LakekeeperStandin:
             table = Table(table_id, ns, name, fmt, location, body.get("doc"),
                           dict(body.get("properties") or {}))
             wh.tables[(ns, name)] = table
+            if self.authz is not None:  # its creator owns it
+                self.authz.add_child(_generic(wh, table), namespace_object(wh.namespace_ids[ns]),
+                                     request.environ["standin.principal"])
         return 200, {"table": table.wire()}, {}
 
     def _replayed_create(self, request: Request, wh: Warehouse, ns: tuple[str, ...]) -> tuple[int, Any, dict]:
@@ -566,29 +641,40 @@ class LakekeeperStandin:
         wh, ns = self._warehouse(prefix), self._namespace(prefix, namespace)
         if request.method == "DELETE":
             return self._idempotent(request, wh, lambda: self._drop(request, wh, ns, table))
-        found = self._find(wh, ns, table)
+        found = self._visible_table(request, wh, ns, table)
+        access = self._storage_access(request, wh, found)
+        if access is None:  # describe only: metadata and location, no storage access
+            return 200, {"table": found.wire()}, {}
         mode = request.headers.get("X-Iceberg-Access-Delegation", "vended-credentials")
-        return 200, self._load(wh, found, vended=mode != "client-managed"), {}
+        return 200, self._load(wh, found, vended=mode != "client-managed", access=access), {}
 
-    def _load(self, wh: Warehouse, table: Table, *, vended: bool) -> dict[str, Any]:
+    def _load(self, wh: Warehouse, table: Table, *, vended: bool, access: str = "write") -> dict[str, Any]:
         """A load answer: the storage settings in ``config`` (with ``region``) and one credential
-        entry, with STS keys when ``vended`` and the warehouse vends, key-less otherwise."""
-        cred = self._vend(wh, table) if vended and wh.sts_enabled else {"prefix": table.location,
-                                                                         "config": self._config_keys(wh)}
+        entry, with STS keys (``access``: "read" or "write") when ``vended`` and the warehouse
+        vends, key-less otherwise."""
+        cred = self._vend(wh, table, access) if vended and wh.sts_enabled else {"prefix": table.location,
+                                                                                 "config": self._config_keys(wh)}
         config = {**{k: v for k, v in cred["config"].items() if "expir" not in k}, "region": wh.s3.region}
         return {"table": table.wire(), "config": config, "storage-credentials": [cred]}
 
     def _credentials(self, request: Request, prefix: str, namespace: str, table: str) -> tuple[int, Any, dict]:
         wh, ns = self._warehouse(prefix), self._namespace(prefix, namespace)
-        found = self._find(wh, ns, table)
-        cred = self._vend(wh, found) if wh.sts_enabled else {"prefix": found.location, "config": {}}
+        found = self._visible_table(request, wh, ns, table)
+        access = self._storage_access(request, wh, found)
+        if access is None:  # no data access: Lakekeeper answers as if the table did not exist
+            raise _no_such_generic_table()
+        cred = self._vend(wh, found, access) if wh.sts_enabled else {"prefix": found.location, "config": {}}
         return 200, {"storage-credentials": [cred]}, {}
 
     def _drop(self, request: Request, wh: Warehouse, ns: tuple[str, ...], name: str) -> tuple[int, Any, dict]:
         purge = request.args.get("purgeRequested", "true").lower() != "false"  # default: purge
         with self._lock:
-            table = self._find(wh, ns, name)
+            table = self._visible_table(request, wh, ns, name)
+            self._require(request, "can_drop", _generic(wh, table), forbidden("generic table", "can_drop", wh.id, ns,
+                                                                              name))
             del wh.tables[(ns, name)]
+            if self.authz is not None:
+                self.authz.remove(_generic(wh, table))
         if purge:
             self._purge(wh, table.location)
         return 204, None, {}
@@ -601,7 +687,14 @@ class LakekeeperStandin:
             src, dst = body.get("source") or {}, body.get("destination") or {}
             src_ns, dst_ns = tuple(src.get("namespace") or ()), tuple(dst.get("namespace") or ())
             with self._lock:
-                table = self._find(wh, src_ns, str(src.get("name")))
+                if self.authz is not None:  # as Lakekeeper: the destination first, then the source
+                    self._namespace(prefix, "\x1f".join(src_ns))
+                    self._visible_namespace(request, prefix, "\x1f".join(dst_ns))
+                    if not self._sees_namespace(request, wh, dst_ns, "can_create_generic_table"):
+                        raise forbidden("namespace", "can_create_generic_table", wh.id, dst_ns)
+                table = self._visible_table(request, wh, src_ns, str(src.get("name")))
+                self._require(request, "can_rename", _generic(wh, table),
+                              forbidden("generic table", "can_rename", wh.id, src_ns, table.name))
                 if dst_ns not in wh.namespaces:
                     raise ApiError(404, "NoSuchNamespaceException", f"Namespace {'.'.join(dst_ns)} does not exist")
                 if (dst_ns, dst.get("name")) in wh.tables:
@@ -646,58 +739,99 @@ class LakekeeperStandin:
             raise ApiError(400, "WarehouseIdIsNotUUID", "Provided WarehouseId is not a valid UUID. Got: {s}")
         wh = self.warehouses.get(prefix.lower())
         if wh is None:
-            raise ApiError(404, "NoSuchWarehouseException", f"A warehouse with id '{prefix}' does not exist",
-                           ("Warehouse not found or access denied",))
+            raise _no_such_warehouse(prefix)
         return wh
 
     def _namespace(self, prefix: str, segment: str) -> tuple[str, ...]:
         levels = tuple(segment.split("\x1f"))
         wh = self._warehouse(prefix)
         if levels not in wh.namespaces:
-            raise ApiError(404, "NoSuchNamespaceException", f"Namespace with name '{'.'.join(levels)}' does not "
-                           f"exist in warehouse '{wh.id}'", ("Namespace not found or access denied",))
+            raise _no_such_namespace(wh, levels)
         return levels
 
     def _find(self, wh: Warehouse, ns: tuple[str, ...], name: str) -> Table:
         table = wh.tables.get((ns, name))
         if table is None:
-            raise ApiError(404, "NoSuchGenericTableException", "Error getting tabular from catalog")
+            raise _no_such_generic_table()
         return table
+
+    # -- authorization (each a no-op with authorization off) -----------------------------------
+
+    def _can(self, request: Request, action: str, obj: str) -> bool:
+        return self.authz is None or self.authz.allowed(request.environ["standin.principal"], action, obj)
+
+    def _require(self, request: Request, action: str, obj: str, refusal: ApiError) -> None:
+        if not self._can(request, action, obj):
+            raise refusal
+
+    def _visible_warehouse(self, request: Request, prefix: str, action: str) -> Warehouse:
+        """The warehouse, 404 as if it did not exist unless the principal holds ``action`` on it."""
+        wh = self._warehouse(prefix)
+        if not self._can(request, action, warehouse_object(wh.id)):
+            raise _no_such_warehouse(prefix)
+        return wh
+
+    def _visible_namespace(self, request: Request, prefix: str, segment: str) -> tuple[str, ...]:
+        levels = self._namespace(prefix, segment)
+        wh = self._warehouse(prefix)
+        if not self._sees_namespace(request, wh, levels, "can_get_metadata"):
+            raise _no_such_namespace(wh, levels)
+        return levels
+
+    def _sees_namespace(self, request: Request, wh: Warehouse, levels: tuple[str, ...], action: str) -> bool:
+        """Whether the principal holds ``action`` on the namespace (always, authorization off)."""
+        return self.authz is None or self._can(request, action, namespace_object(wh.namespace_ids[levels]))
+
+    def _visible_table(self, request: Request, wh: Warehouse, ns: tuple[str, ...], name: str) -> Table:
+        table = self._find(wh, ns, name)
+        if not self._can(request, "can_get_metadata", _generic(wh, table)):
+            raise _no_such_generic_table()
+        return table
+
+    def _storage_access(self, request: Request, wh: Warehouse, table: Table) -> Optional[str]:
+        """"write", "read" or None: the credentials the principal's privileges on ``table`` allow."""
+        if self.authz is None:
+            return "write"
+        return self.authz.storage_access(request.environ["standin.principal"], _generic(wh, table))
 
     def _config_keys(self, wh: Warehouse) -> dict[str, str]:
         return {"s3.region": wh.s3.region, "client.region": wh.s3.region,
                 "s3.endpoint": wh.vended_endpoint.rstrip("/") + "/",
                 "s3.path-style-access": "true" if wh.path_style else "false"}
 
-    def _vend(self, wh: Warehouse, table: Table) -> dict[str, Any]:
-        """The table's storage credential: STS credentials allowed only under its prefix, handed
-        out again unchanged until half their lifetime has passed (as Lakekeeper caches them)."""
+    def _vend(self, wh: Warehouse, table: Table, access: str = "write") -> dict[str, Any]:
+        """The table's storage credential: STS credentials allowed only under its prefix (to read,
+        or to read, write and delete), handed out again unchanged until half their lifetime has
+        passed (as Lakekeeper caches them)."""
         with self._lock:
-            minted = wh.vended.get(table.id)
+            minted = wh.vended.get((table.id, access))
             if minted is not None and wh.vended_lifetime_s is None and not self.faults.bogus_credentials:
                 issued, cred = minted
                 expires = int(cred["config"]["expiration-time"]) / 1000
                 if time.time() < issued + (expires - issued) / 2:
                     return json.loads(json.dumps(cred))
-            issued, cred = time.time(), self._mint(wh, table)
+            issued, cred = time.time(), self._mint(wh, table, access)
             if not self.faults.bogus_credentials:
-                wh.vended[table.id] = (issued, cred)
+                wh.vended[(table.id, access)] = (issued, cred)
             return json.loads(json.dumps(cred))
 
-    def _mint(self, wh: Warehouse, table: Table) -> dict[str, Any]:
+    def _mint(self, wh: Warehouse, table: Table, access: str) -> dict[str, Any]:
         """New credentials from STS AssumeRole, allowed only under the table's prefix."""
         key = table.location.removeprefix(f"s3://{wh.bucket}/")
-        policy = json.dumps(_prefix_policy(wh.bucket, key, list_uploads=self.vend_upload_listing))
-        role_arn = wh.roles.get(table.id)
+        policy = json.dumps(_prefix_policy(wh.bucket, key, list_uploads=self.vend_upload_listing,
+                                           write=access == "write"))
+        role_arn = wh.roles.get((table.id, access))
         if role_arn is None:
             # moto evaluates a role's own policy but not an AssumeRole session policy, so the
-            # table scope lives in a role per table (a real STS honours the session policy too).
+            # table scope lives in a role per table and access (a real STS honours the session
+            # policy too).
             iam = wh.s3.client("iam")
-            role_arn = iam.create_role(RoleName=f"lakekeeper-{table.id.replace('-', '')}",
+            suffix = "" if access == "write" else f"-{access}"
+            role_arn = iam.create_role(RoleName=f"lakekeeper-{table.id.replace('-', '')}{suffix}",
                                        AssumeRolePolicyDocument=json.dumps(_TRUST))["Role"]["Arn"]
             iam.put_role_policy(RoleName=role_arn.rsplit("/", 1)[1], PolicyName="table-prefix",
                                 PolicyDocument=policy)
-            wh.roles[table.id] = role_arn
+            wh.roles[(table.id, access)] = role_arn
         # botocore itself refuses DurationSeconds < 900; moto takes seconds-long sessions (their
         # expiry is enforced by tests/standins/s3_expiry_proxy.py, moto ignores it).
         sts = wh.s3.client("sts", config=Config(parameter_validation=wh.sts_validity_s >= 900))
@@ -733,20 +867,62 @@ _TRUST = {"Version": "2012-10-17", "Statement": [
     {"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}
 
 
-def _prefix_policy(bucket: str, key: str, *, list_uploads: bool = False) -> dict[str, Any]:
-    """Lakekeeper's STS policy: objects under ``{key}/`` only, listing only that prefix (with
-    ``list_uploads``, also the open multipart uploads, granted on the whole bucket)."""
+def _prefix_policy(bucket: str, key: str, *, list_uploads: bool = False, write: bool = True) -> dict[str, Any]:
+    """Lakekeeper's STS policy: objects under ``{key}/`` only (read, or read, write and delete),
+    listing only that prefix (with ``list_uploads``, also the open multipart uploads, granted on
+    the whole bucket)."""
     uploads = [{"Effect": "Allow", "Action": ["s3:ListBucketMultipartUploads"],
                 "Resource": [f"arn:aws:s3:::{bucket}"]}] if list_uploads else []
+    objects = (["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
+                "s3:ListMultipartUploadParts"] if write else ["s3:GetObject"])
     return {"Version": "2012-10-17", "Statement": [*uploads,
-        {"Effect": "Allow",
-         "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
-                    "s3:ListMultipartUploadParts"],
-         "Resource": [f"arn:aws:s3:::{bucket}/{key}/*"]},
+        {"Effect": "Allow", "Action": objects, "Resource": [f"arn:aws:s3:::{bucket}/{key}/*"]},
         {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [f"arn:aws:s3:::{bucket}"],
          "Condition": {"StringLike": {"s3:prefix": [key, f"{key}/*"]}}},
         {"Effect": "Allow", "Action": ["s3:GetBucketLocation"], "Resource": [f"arn:aws:s3:::{bucket}"]},
     ]}
+
+
+def warehouse_object(warehouse_id: str) -> str:
+    return f"warehouse:{warehouse_id}"
+
+
+def namespace_object(namespace_id: str) -> str:
+    return f"namespace:{namespace_id}"
+
+
+def table_object(warehouse_id: str, table_id: str, *, generic: bool) -> str:
+    return f"lakekeeper_{'generic_table' if generic else 'table'}:{warehouse_id}/{table_id}"
+
+
+def forbidden(kind: str, action: str, warehouse_id: str, namespace: tuple[str, ...] = (), name: str = "") -> ApiError:
+    """403 for a visible object whose ``action`` is not allowed, in Lakekeeper's words."""
+    dotted = ".".join([*namespace, name] if name else namespace)
+    where = {"warehouse": f"warehouse `{warehouse_id}`",
+             "namespace": f"namespace with name '{dotted}' in warehouse `{warehouse_id}`",
+             "table": f"table '{dotted}' in warehouse `{warehouse_id}`",
+             "generic table": f"generic table '{dotted}' in warehouse `{warehouse_id}`"}[kind]
+    kind_type = "".join(word.title() for word in kind.split())
+    return ApiError(403, f"{kind_type}ActionForbidden", f"{kind.capitalize()} action `{action}` forbidden on {where}")
+
+
+def _generic(wh: Warehouse, table: Table) -> str:
+    """A generic table's OpenFGA object."""
+    return table_object(wh.id, table.id, generic=True)
+
+
+def _no_such_warehouse(prefix: str) -> ApiError:
+    return ApiError(404, "NoSuchWarehouseException", f"A warehouse with id '{prefix}' does not exist",
+                    ("Warehouse not found or access denied",))
+
+
+def _no_such_namespace(wh: Warehouse, levels: tuple[str, ...]) -> ApiError:
+    return ApiError(404, "NoSuchNamespaceException", f"Namespace with name '{'.'.join(levels)}' does not "
+                    f"exist in warehouse '{wh.id}'", ("Namespace not found or access denied",))
+
+
+def _no_such_generic_table() -> ApiError:
+    return ApiError(404, "NoSuchGenericTableException", "Error getting tabular from catalog")
 
 
 class _NotDeserialized(ValueError):

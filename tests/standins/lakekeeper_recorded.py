@@ -97,9 +97,10 @@ def _token_kind(headers: dict[str, str]) -> str:
     return PROVIDER_TOKEN if "lakekeeper" in (claims.get("aud") or []) else OTHER_TOKEN
 
 
-def _redacted(body: Any) -> Any:
+def redacted(body: Any) -> Any:
+    """``body`` with the storage keys of a warehouse's credential replaced by ``<redacted>``."""
     if isinstance(body, dict):
-        return {k: "<redacted>" if k in SECRET_FIELDS else _redacted(v) for k, v in body.items()}
+        return {k: "<redacted>" if k in SECRET_FIELDS else redacted(v) for k, v in body.items()}
     return body
 
 
@@ -112,7 +113,7 @@ def distil(line: dict[str, Any]) -> dict[str, Any]:
     answer = answer_of(line["status"], headers, body, decoded)
     return {"recording": line["recording"], "seq": line["seq"], "step": line["step"], "method": line["method"],
             "path": line["path"], "headers": {k: request[k] for k in KEPT_HEADERS if k in request},
-            "token": _token_kind(request), "body": _redacted(line["request_body"]), "answer": answer.__dict__}
+            "token": _token_kind(request), "body": redacted(line["request_body"]), "answer": answer.__dict__}
 
 
 def load(path: Path = DISTILLED) -> list[Exchange]:
