@@ -11,9 +11,11 @@ of adding rows twice or losing the other's ledger (the table disables pyiceberg'
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -120,12 +122,18 @@ def iceberg_catalog(settings: Settings) -> Catalog:
         log.info("[iceberg] REST catalog %s", redact(props, ("credential",)))
         with iceberg_errors(f"open the Iceberg catalog {props['uri']} (warehouse {props['warehouse']})"):
             return _RestCatalog("lakekeeper", **props)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    db = settings.home / "iceberg.db"
+    return _sql_catalog(settings.home, db.stat().st_ino if db.exists() else None)
+
+
+@functools.cache
+def _sql_catalog(home: Path, inode: int | None) -> Catalog:
+    """The embedded SQLite catalog of ``home``, opened once a process (its engine set up once, not each
+    run of a service), and again when its database file was replaced (``inode``)."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    settings.home.mkdir(parents=True, exist_ok=True)
-    return SqlCatalog(
-        "lakeflow", uri=f"sqlite:///{settings.home / 'iceberg.db'}", warehouse=(settings.home / "iceberg").as_uri()
-    )
+    return SqlCatalog("lakeflow", uri=f"sqlite:///{home / 'iceberg.db'}", warehouse=(home / "iceberg").as_uri())
 
 
 def iceberg_warehouse(settings: Settings) -> str:

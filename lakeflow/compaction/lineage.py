@@ -150,14 +150,19 @@ class LineageRun:
 
 @contextmanager
 def lineage_run(config: CompactConfig, raw: RawTable, target: Target, report: CompactionReport) -> Iterator[LineageRun]:
-    """START now; COMPLETE when the block ends, FAIL (with the error) when it raises."""
+    """START (timed now), then COMPLETE when the block ends or FAIL (with the error) when it raises,
+    written when the run ends. A run that found nothing new and committed nothing writes no event: a
+    service over idle tables would otherwise add two files a table each period to the store."""
     run = LineageRun(config, raw, target, report)
-    run.write("START")
+    start = run.event("START", {}, final=False)
     try:
         yield run
     except BaseException as exc:
         report.fail(exc)
+        run.transport.emit(start)
         run.write("FAIL", {"errorMessage": ol.error_message(f"{type(exc).__name__}: {exc}", "python")}, final=True)
         raise
     report.finish()
-    run.write("COMPLETE", final=True)
+    if report.files_in or report.snapshot_id is not None:
+        run.transport.emit(start)
+        run.write("COMPLETE", final=True)

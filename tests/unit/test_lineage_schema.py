@@ -102,6 +102,7 @@ def test_the_compactions_events_carry_both_tables_schemas_and_validate(tmp_path)
     with lineage_run(config, raw, target, report):
         with target.table.update_schema() as update:  # the table evolves in the run (another writer's type too)
             update.add_column("firmware", BinaryType(), doc="added by the run")
+        report.files_in = 1  # the run consumed a file
     events = {e["eventType"]: e for e in read_events(config.settings.lineage_dir)}
     assert_valid(list(events.values()))
     declared = [f["name"] for f in events["START"]["inputs"][0]["facets"]["schema"]["fields"]]
@@ -112,6 +113,19 @@ def test_the_compactions_events_carry_both_tables_schemas_and_validate(tmp_path)
     assert [f["name"] for f in written] == [*SCHEMA.names, "firmware"]
     assert written[-1] == {"name": "firmware", "type": "binary", "description": "added by the run"}
     assert written[4]["fields"][0] == {"name": "lat", "type": "double", "description": "degrees north"}
+
+
+def test_a_run_that_found_nothing_new_writes_no_event(tmp_path):
+    """A service over idle tables would otherwise add two files a table each period to the store."""
+    from lakeflow.compaction.lineage import lineage_run
+
+    config, raw, target, report = _compaction(tmp_path, None)
+    with lineage_run(config, raw, target, report):
+        pass
+    assert report.status == "complete" and list(read_events(config.settings.lineage_dir)) == []
+    with lineage_run(config, raw, target, report):
+        report.files_in = 2
+    assert [e["eventType"] for e in read_events(config.settings.lineage_dir)] == ["START", "COMPLETE"]
 
 
 def test_the_default_schemas_derived_time_column_is_the_iceberg_tables_only(tmp_path):
