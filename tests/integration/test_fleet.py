@@ -82,30 +82,38 @@ def messages(topic: str, n: int, start: int = 0) -> list[str]:
     out = []
     for seq in range(start, start + n):
         ms = T0 + seq * 1000
-        if topic == "plant.vibration":
+        if topic.endswith(".vibration"):
             at = f"2025-11-28T10:{seq // 60 % 60:02d}:{seq % 60:02d}Z"
             out.append(dumps({"device_id": f"v-{seq % 3}", "seq": seq, "at": at, "rms": seq / 10}))
-        elif topic.startswith("plant.temp."):
+        elif ".temp." in topic:
             out.append(dumps({"probe": topic.rsplit(".", 1)[1], "seq": seq, "ms": ms, "celsius": 20.5}))
         else:
             out.append(dumps({"meter_id": topic.rsplit(".", 1)[1], "seq": seq, "read_at": ms, "kwh": seq * 1.5}))
     return out
 
 
+def topics_of(site: str) -> list[str]:
+    return [f"{site}.vibration", *(f"{site}.temp.{r}" for r in ROOMS), *(f"{site}.meters.{h}" for h in HALLS)]
+
+
+def make_plant(home: Path, kafka_broker: KafkaBroker, site: str = "plant") -> Path:
+    """The pipeline file and its schemas in ``home``; its 21 topics (named ``<site>.…``: the broker is the
+    session's, so each test its own) on the broker, 20 messages each (the vibration topic also one that
+    misses a field, a meter topic one that is no JSON)."""
+    (home / "schemas").mkdir()
+    for name, schema in SCHEMAS.items():
+        (home / "schemas" / f"{name}.schema.json").write_text(json.dumps(schema))
+    (home / "pipeline.toml").write_text(PIPELINE.replace('"plant.', f'"{site}.').replace("'plant\\.", f"'{site}\\."))
+    for topic in topics_of(site):
+        kafka_broker.create_topic(topic)
+        extra = {f"{site}.vibration": ['{"device_id":"v-9","seq":1}'], f"{site}.meters.hall07": ["not json"]}
+        kafka_broker.produce(topic, messages(topic, 20) + extra.get(topic, []))
+    return home
+
+
 @pytest.fixture
 def plant(tmp_path: Path, kafka_broker: KafkaBroker) -> Path:
-    """The pipeline file and its schemas in ``tmp_path``; its 21 topics on the broker, 20 messages each
-    (the vibration topic also one that misses a field, a meter topic one that is no JSON)."""
-    (tmp_path / "schemas").mkdir()
-    for name, schema in SCHEMAS.items():
-        (tmp_path / "schemas" / f"{name}.schema.json").write_text(json.dumps(schema))
-    (tmp_path / "pipeline.toml").write_text(PIPELINE)
-    topics = ["plant.vibration", *(f"plant.temp.{r}" for r in ROOMS), *(f"plant.meters.{h}" for h in HALLS)]
-    for topic in topics:
-        kafka_broker.create_topic(topic)
-        extra = {"plant.vibration": ['{"device_id":"v-9","seq":1}'], "plant.meters.hall07": ["not json"]}
-        kafka_broker.produce(topic, messages(topic, 20) + extra.get(topic, []))
-    return tmp_path
+    return make_plant(tmp_path, kafka_broker)
 
 
 def run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -283,7 +291,7 @@ def test_one_spark_application_compacts_every_streams_batch_of_a_pass(tmp_path: 
 
 
 def test_a_standalone_cluster_and_the_compaction_service_serve_the_fleet(
-        plant: Path, kafka_broker: KafkaBroker, make_flink_cluster) -> None:
+        tmp_path: Path, kafka_broker: KafkaBroker, make_flink_cluster) -> None:
     """The packaged job by `flink run` on a standalone cluster (unbounded, every stream of the pipeline),
     the compaction service (`lakeflow compact --every 2s --metrics-port`) beside it: every stream's rows
     reach its Iceberg table, the metrics carry each table; a topic created mid-run restarts the job on the
@@ -300,6 +308,8 @@ def test_a_standalone_cluster_and_the_compaction_service_serve_the_fleet(
 
     subprocess.run(["make", "-s", str(PACKAGE.relative_to(ROOT))], cwd=ROOT, check=True, capture_output=True,
                    timeout=600)
+    site = "works"
+    plant = make_plant(tmp_path, kafka_broker, site)
     cluster = make_flink_cluster()
     env = hermetic(plant, PIPELINE=str(plant / "pipeline.toml"), SOURCE="kafka",
                    KAFKA_BOOTSTRAP_SERVERS=kafka_broker.bootstrap, KAFKA_STARTING_OFFSETS="earliest",
@@ -324,9 +334,9 @@ def test_a_standalone_cluster_and_the_compaction_service_serve_the_fleet(
 
     try:
         served(600)
-        kafka_broker.create_topic("plant.meters.hall18")  # a new topic of the pattern, while the job runs
-        kafka_broker.produce("plant.meters.hall18", messages("plant.meters.hall18", 20))
-        kafka_broker.produce("plant.vibration", messages("plant.vibration", 10, start=20))  # around the restart
+        kafka_broker.create_topic(f"{site}.meters.hall18")  # a new topic of the pattern, while the job runs
+        kafka_broker.produce(f"{site}.meters.hall18", messages(f"{site}.meters.hall18", 20))
+        kafka_broker.produce(f"{site}.vibration", messages(f"{site}.vibration", 10, start=20))  # around the restart
         expected = {**expected, "vibration": 30, "meters_hall18": 20}
         served(400)
         first_job, job.job_id = job.job_id, job._submitted()  # the job the restart submitted
@@ -335,7 +345,7 @@ def test_a_standalone_cluster_and_the_compaction_service_serve_the_fleet(
                          "^lakeflow-ingest ", "--include-job-states", "RUNNING", "--output", str(plant / "h.json")],
                         env, plant)
         assert harvested.returncode == 0, harvested.stderr[-3000:]
-        _assert_the_fleets_lineage(json.loads((plant / "h.json").read_text()), expected)
+        _assert_the_fleets_lineage(json.loads((plant / "h.json").read_text()), expected, site)
         metrics = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
         for stream, count in expected.items():
             line = re.search(rf'lakeflow_compaction_rows_out_total{{table="plant\.{stream}-compacted"}} (\S+)', metrics)
@@ -348,12 +358,11 @@ def test_a_standalone_cluster_and_the_compaction_service_serve_the_fleet(
     job.stop(plant / "savepoints")
 
 
-def _assert_the_fleets_lineage(doc: dict, streams: dict[str, int]) -> None:
+def _assert_the_fleets_lineage(doc: dict, streams: dict[str, int], site: str) -> None:
     """Each topic → the running ingestion job → its stream's raw table → a compaction run → its Iceberg table."""
     edges = {tuple(e) for e in doc["edges"]}
     (ingest,) = [j for j in doc["jobs"] if j["engine"] == "flink" and j["state"] == "RUNNING"]
-    topics = ["plant.vibration", *(f"plant.temp.{r}" for r in ROOMS), *(f"plant.meters.{h}" for h in HALLS),
-              "plant.meters.hall18"]
+    topics = [*topics_of(site), f"{site}.meters.hall18"]
     inputs = [i for i in ingest["inputs"] if any(i.endswith(t) for t in topics)]
     assert len(inputs) == len(topics), ingest["inputs"]
     assert all((f"dataset:{i}", f"flink:{ingest['name']}") in edges for i in inputs)
