@@ -16,14 +16,13 @@ which a replay maps onto the ids the stand-ins give. The recording holds no toke
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.standins.lakekeeper_recorded import ROOT, redacted, shape
+from tests.standins.lakekeeper_recorded import ROOT, read_distilled, redacted, shape, write_distilled
 
 DISTILLED = ROOT / "tests" / "contracts" / "lakekeeper-authz-0.13.3.jsonl"
 RECORDING = ROOT.parent / "shared" / "lakekeeper-api" / "recorded-authz-0.13.3" / "exchanges.jsonl"
@@ -82,19 +81,11 @@ def distil(line: dict[str, Any]) -> dict[str, Any]:
 
 def load(path: Path = DISTILLED) -> list[Exchange]:
     """The distilled exchanges, in the order they were made."""
-    out = []
-    for text in path.read_text().splitlines():
-        line = json.loads(text)
-        out.append(Exchange(**{**line, "answer": Answer(**line["answer"])}))
-    return out
+    return read_distilled(path, Exchange, Answer)
 
 
 def main(argv: list[str]) -> int:
-    source = Path(argv[0]) if argv else RECORDING
-    lines = [distil(json.loads(t)) for t in source.read_text().splitlines() if t.strip()]
-    DISTILLED.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
-    print(f"{len(lines)} exchanges from {source} → {DISTILLED}")
-    return 0
+    return write_distilled(argv, RECORDING, DISTILLED, distil)
 
 
 if __name__ == "__main__":

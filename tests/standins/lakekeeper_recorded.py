@@ -16,9 +16,10 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 ROOT = Path(__file__).resolve().parents[2]
 DISTILLED = ROOT / "tests" / "contracts" / "lakekeeper-0.13.3.jsonl"
@@ -30,6 +31,7 @@ SECRET_FIELDS = ("aws-access-key-id", "aws-secret-access-key")
 # table's location (a new table's location holds the server's table id)
 MAPPED = ("id", "next-page-token", "base-location")
 NO_TOKEN, PROVIDER_TOKEN, OTHER_TOKEN = "none", "provider-jwt", "other"
+E = TypeVar("E")
 
 
 @dataclass(frozen=True)
@@ -116,21 +118,31 @@ def distil(line: dict[str, Any]) -> dict[str, Any]:
             "token": _token_kind(request), "body": redacted(line["request_body"]), "answer": answer.__dict__}
 
 
-def load(path: Path = DISTILLED) -> list[Exchange]:
-    """The distilled exchanges, in the order they were made."""
+def read_distilled(path: Path, exchange: Callable[..., E], answer: Callable[..., Any]) -> list[E]:
+    """The exchanges distilled into ``path`` as ``exchange`` objects (their answer as ``answer``), in order."""
     out = []
     for text in path.read_text().splitlines():
         line = json.loads(text)
-        out.append(Exchange(**{**line, "answer": Answer(**line["answer"])}))
+        out.append(exchange(**{**line, "answer": answer(**line["answer"])}))
     return out
 
 
-def main(argv: list[str]) -> int:
-    source = Path(argv[0]) if argv else RECORDING
-    lines = [distil(json.loads(t)) for t in source.read_text().splitlines() if t.strip()]
-    DISTILLED.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
-    print(f"{len(lines)} exchanges from {source} → {DISTILLED}")
+def write_distilled(argv: list[str], recording: Path, distilled: Path, distil_line: Callable[[dict], dict]) -> int:
+    """Distil the recording (``argv[0]``, else ``recording``) into ``distilled``, a line an exchange."""
+    source = Path(argv[0]) if argv else recording
+    lines = [distil_line(json.loads(t)) for t in source.read_text().splitlines() if t.strip()]
+    distilled.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
+    print(f"{len(lines)} exchanges from {source} → {distilled}")
     return 0
+
+
+def load(path: Path = DISTILLED) -> list[Exchange]:
+    """The distilled exchanges, in the order they were made."""
+    return read_distilled(path, Exchange, Answer)
+
+
+def main(argv: list[str]) -> int:
+    return write_distilled(argv, RECORDING, DISTILLED, distil)
 
 
 if __name__ == "__main__":
