@@ -9,8 +9,9 @@ into filesystem storage, N readings unthrottled; timed from submission until eve
 committed (job start-up and SQL planning included for both). After an untimed warm-up of
 both, rounds alternate the order (A B, B A…). Two figures per job: readings per wall-clock second (best round), and readings per
 CPU second of the JVM that runs the MiniCluster plus this Python process (mean over rounds) —
-the one that stays comparable when other work shares the machine. Targets: lakeflow ≥ 0.8×
-the baseline; ``make run``'s first committed file ≤ 20 s.
+the one that stays comparable when other work shares the machine. Targets (issue #40): lakeflow ≥ 1.5×
+the baseline per CPU second; ``make run``'s first committed file ≤ 5 s at 1-s checkpoints (the ingestion
+environment's class archive built first, as ``make run`` does).
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ def compare(runs: dict[str, Callable[[Path], Meter]], records: int, rounds: int,
             labels: dict[str, str], target: float) -> None:
     """``rounds`` rounds of the baseline and lakeflow jobs (the order alternating, each run in its own
     folder under ``work``), each printed; then each job's best readings/s and mean readings per CPU
-    second, and lakeflow's ratios to the baseline against ``target``."""
+    second, and lakeflow's ratios to the baseline (per CPU second against ``target``)."""
     wall: dict[str, list[float]] = {name: [] for name in runs}
     cpu: dict[str, list[float]] = {name: [] for name in runs}
     for i in range(rounds):
@@ -155,14 +156,33 @@ def compare(runs: dict[str, Callable[[Path], Meter]], records: int, rounds: int,
     width = max(len(what) for what in labels.values())
     for name, what in labels.items():
         print(f"{name:9s} {what:{width}s} {best[name]:10,.0f} readings/s (best)  {mean[name]:10,.0f} readings/CPU-s (mean)")
-    for label, ratio in (("wall-clock", best["lakeflow"] / best["baseline"]),
-                         ("per CPU second", mean["lakeflow"] / mean["baseline"])):
-        print(f"ratio {label:15s} {ratio:.2f}×  (target ≥ {target:.2f}×: {'met' if ratio >= target else 'NOT met'})")
+    print(f"ratio {'wall-clock':15s} {best['lakeflow'] / best['baseline']:.2f}×")
+    ratio = mean["lakeflow"] / mean["baseline"]
+    print(f"ratio {'per CPU second':15s} {ratio:.2f}×  (target ≥ {target:.2f}×: {'met' if ratio >= target else 'NOT met'})")
+
+
+def flink_version() -> str:
+    import pyflink.version
+
+    return pyflink.version.__version__
+
+
+def commit() -> str:
+    """The checkout's commit (and whether it has changes): which code the figures are of."""
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "lakeflow", "jobs", "java"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return head + (" + changes" if dirty else "")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--records", type=int, default=10_000_000,
+                        help="readings per run (at ~400k/s, fewer measure the jobs' start-up more than their sinks)")
     parser.add_argument("--sensors", type=int, default=100)
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--interval-ms", type=int, default=2000)
@@ -176,7 +196,8 @@ def main() -> int:
     os.environ.setdefault("FLINK_LOG_DIR", str(work / "log"))
     try:
         print(f"throughput: {args.records:,} readings of {args.schema or 'the default schema'}, {args.sensors} sensors, "
-              f"parallelism {args.parallelism}, {args.interval_ms} ms checkpoints, {os.cpu_count()} cores", flush=True)
+              f"parallelism {args.parallelism}, {args.interval_ms} ms checkpoints, {os.cpu_count()} cores, Flink "
+              f"{flink_version()}, lakeflow at {commit()}", flush=True)
         runs = {"baseline": baseline_job, "lakeflow": lakeflow_job}
         for name, run in runs.items():  # warm-up: JIT and first-MiniCluster costs out of the figures
             run(work / f"warmup-{name}", min(args.records, 200_000), args.sensors, args.parallelism, args.interval_ms,
@@ -189,15 +210,17 @@ def main() -> int:
             args.records, args.rounds, work,
             {"baseline": "Flink datagen → SQL → filesystem sink, json",
              "lakeflow": "SensorTicks → SQL → JSON-array FileSink"},
-            target=0.8,
+            target=1.5,
         )
 
         if not args.skip_make_run:
+            subprocess.run([sys.executable, "-m", "lakeflow.cli", "flink-cds"], cwd=ROOT, check=True,
+                           stdout=subprocess.DEVNULL)  # as make run builds it
             for interval_ms, batch in ((15_000, 10), (1_000, 10)):
                 first, total = time_make_run(work / f"make-run-{interval_ms}", interval_ms, batch)
-                print(f"make run  BATCH_INTERVAL_MS={interval_ms}: first committed file after {first:.1f} s "
-                      f"(target ≤ 20 s: {'met' if first <= 20 else 'NOT met'}), ended after {total:.1f} s",
-                      flush=True)
+                verdict = f" (target ≤ 5 s: {'met' if first <= 5 else 'NOT met'})" if interval_ms == 1_000 else ""
+                print(f"make run  BATCH_INTERVAL_MS={interval_ms}: first committed file after {first:.1f} s{verdict}, "
+                      f"ended after {total:.1f} s", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, fo
 
 from lakeflow.catalog import open_catalog  # noqa: E402
 from lakeflow.cli.ingest import IngestArgs, run_job  # noqa: E402
+from lakeflow.ingest import client_jvm  # noqa: E402
 from lakeflow.ingest.job import IngestJob  # noqa: E402
 from lakeflow.ingest.storage import configure_filesystems, require_filesystem  # noqa: E402
 from lakeflow.ingest.streams import ingest_streams, table_write  # noqa: E402
@@ -32,6 +33,7 @@ def ingest(args: IngestArgs) -> bool:
     with its table added."""
     settings = load_settings(local=args.local or None)
     os.environ.setdefault("FLINK_LOG_DIR", str(settings.home / "log"))  # before the JVM starts
+    client_jvm.configure()  # a local run's JVM starts sooner
     savepoint = None
     with open_catalog(settings) as catalog:  # open while the job runs: the watcher re-vends
         while True:

@@ -33,7 +33,7 @@ COMMAND_MODULES = {
     "lakeflow.cli.stack": ("stack",),
     "lakeflow.cli.aws_profile": ("aws-profile",),
     "lakeflow.cli.demo": ("demo",),
-    "lakeflow.cli.tools": ("jars", "spark-cds", "flink-command"),
+    "lakeflow.cli.tools": ("jars", "spark-cds", "flink-cds", "flink-command"),
 }
 # Libraries whose DEBUG log is the wire: py4j every JVM command (Spark conf values, fs.s3a keys and
 # session tokens included), botocore signed requests, urllib3 request lines. Never below INFO.

@@ -1,6 +1,6 @@
 """Internal commands the Makefile and lakeflow itself run, left out of ``lakeflow --help`` and
 docs/cli.md: ``lakeflow jars`` (the jar sets from Maven Central), ``lakeflow spark-cds`` (the Spark
-driver's class archive), ``lakeflow flink-command`` (the ``flink run`` line ``make package`` prints)."""
+driver's class archive), ``lakeflow flink-cds`` (the local Flink job's), ``lakeflow flink-command`` (the ``flink run`` line ``make package`` prints)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="rebuild it when it is there")
     p.add_argument("--warm-up", action="store_true", help=argparse.SUPPRESS)  # the archiving JVM's own run
     p.set_defaults(handler=_spark_cds)
+
+    p = subparsers.add_parser(
+        "flink-cds", description="Build the local Flink job's (make run's) JVM class-data-sharing archive."
+    )
+    p.add_argument("--force", action="store_true", help="rebuild it when it is there")
+    p.set_defaults(handler=_flink_cds)
 
     p = subparsers.add_parser(
         "flink-command", description="Print the `flink run` command of the packaged job (make package)."
@@ -76,6 +82,25 @@ def _spark_cds(args: argparse.Namespace) -> int:
         print(f"lakeflow spark-cds: {exc}\n{detail.decode(errors='replace')[-2000:]}", file=sys.stderr)
         return 1
     print(f"Spark driver class archive: {path} ({path.stat().st_size >> 20} MiB)")
+    return 0
+
+
+def _flink_cds(args: argparse.Namespace) -> int:
+    """Build the archive unless it is there (``--force``: rebuild); run with the ingestion environment's Python."""
+    from lakeflow.ingest.client_jvm import build_archive
+    from lakeflow.runtime.class_archive import flink_archive_path
+
+    path = flink_archive_path()
+    if path is not None and path.exists() and not args.force:
+        print(f"Flink job class archive: {path} (there; --force rebuilds it)")
+        return 0
+    try:
+        path = build_archive()
+    except (RuntimeError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        print(f"lakeflow flink-cds: {exc}\n{detail.decode(errors='replace')[-2000:]}", file=sys.stderr)
+        return 1
+    print(f"Flink job class archive: {path} ({path.stat().st_size >> 20} MiB)")
     return 0
 
 

@@ -170,11 +170,7 @@ class Storage:
         """Several whole files, in order: one after the other on local disks (fastest there), from
         ``threads`` threads on object stores (their latency overlaps)."""
         if self.is_local:
-            out = []
-            for rel in rels:
-                with open(self._path(rel), "rb") as f:
-                    out.append(f.read())
-            return out
+            return [_read_local(self._path(rel)) for rel in rels]
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(threads) as pool:
@@ -380,6 +376,22 @@ def _parents(rel: str) -> list[str]:
     """The folders ``rel`` is under, relative to the root (``a/b/c.json`` → ``a/b``, ``a``)."""
     parts = rel.split("/")[:-1]
     return ["/".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+def _read_local(path: str) -> bytes:
+    """A whole local file, in fewer system calls than ``open().read()`` makes."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)  # (a file grown since: the loop reads the rest)
+        while len(data) > size:
+            more = os.read(fd, 1 << 20)
+            if not more:
+                break
+            data += more
+        return data
+    finally:
+        os.close(fd)
 
 
 def _sync_dir(path: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +63,8 @@ class WrittenFile:
 
 class Writer:
     """Writes one table's data files: ``table_schema`` is the table's (after this run's evolution),
-    ``spec`` its partition spec, ``properties`` its table properties (which columns get statistics)."""
+    ``spec`` its partition spec, ``properties`` its table properties (which columns get statistics),
+    ``threads`` how many files it writes at once."""
 
     def __init__(
         self,
@@ -71,8 +73,10 @@ class Writer:
         spec: PartitionSpec,
         properties: dict[str, str],
         target: Storage,
+        threads: int = 1,
     ) -> None:
         self.schema, self.table_schema, self.spec, self.target = schema, table_schema, spec, target
+        self.threads = threads  # data files written at once
         self.arrow = schema_to_pyarrow(table_schema, include_field_ids=True)
         self.stats_plan = compute_statistics_plan(table_schema, properties)
         self.id_mapping = parquet_path_to_id_mapping(table_schema)
@@ -83,14 +87,19 @@ class Writer:
         """``rows`` keeping the first of each key (by :data:`FILE`, then position); all without a key."""
         if not self.schema.key or rows.num_rows < 2:
             return rows
-        order = pa.array(
-            (rows.column(FILE).to_numpy().astype(np.int64) << 32) + np.arange(rows.num_rows, dtype=np.int64)
-        )
-        keyed = rows.select(list(self.schema.key)).append_column(ROW, order)
-        firsts = keyed.group_by(list(self.schema.key), use_threads=False).aggregate([(ROW, "min")])
-        if firsts.num_rows == rows.num_rows:
+        hashes = key_hashes(rows.select(list(self.schema.key)))
+        ordered = np.sort(hashes)
+        shared = ordered[1:][ordered[1:] == ordered[:-1]]
+        if not len(shared):  # every key's hash differs: so does every key
             return rows
-        kept = np.sort(firsts.column(f"{ROW}_min").to_numpy() & 0xFFFFFFFF)
+        suspects = np.flatnonzero(np.isin(hashes, shared))  # rows whose key may occur twice: compared exactly
+        order = pa.array((rows.column(FILE).take(pa.array(suspects)).to_numpy().astype(np.int64) << 32) + suspects)
+        keyed = rows.select(list(self.schema.key)).take(pa.array(suspects)).append_column(ROW, order)
+        firsts = keyed.group_by(list(self.schema.key), use_threads=False).aggregate([(ROW, "min")])
+        if firsts.num_rows == len(suspects):
+            return rows
+        dropped = np.setdiff1d(suspects, firsts.column(f"{ROW}_min").to_numpy() & 0xFFFFFFFF)
+        kept = np.delete(np.arange(rows.num_rows), dropped)
         return rows.take(pa.array(kept))
 
     def without_keys(self, rows: pa.Table, keys: pa.Table) -> pa.Table:
@@ -155,41 +164,42 @@ class Writer:
         for name, values in zip(names, parts, strict=True):
             keyed = keyed.append_column(name, values)
         order = pc.sort_indices(keyed, sort_keys=[(n, "ascending") for n in (*names, *self.schema.sort_by)])
-        rows = rows.take(order)
         parts = [p.take(order) for p in parts]
         cuts = _partition_cuts(parts, rows.num_rows)
         step = max(1, math.ceil(rows.num_rows / max(1, files)))
-        ms = self._event_ms(rows)
-        out: list[WrittenFile] = []
+        ms = self._event_ms(rows)[order.to_numpy()]
+        pieces: list[tuple[int, int, tuple[Any, ...], str, str]] = []  # start, end, partition, its path, name
         for lo, hi in zip(cuts, cuts[1:], strict=False):
             values = tuple(p[lo].as_py() for p in parts)
             path = self.spec.partition_to_path(Record(*values), self.table_schema) if parts else ""
             for start in range(lo, hi, step):
-                end = min(hi, start + step)
-                rel = f"{folder}/{path + '/' if path else ''}{prefix}-{len(out):05d}.parquet"
-                piece = rows.slice(start, end - start)
-                if keys is not None:
-                    keys.append(
-                        piece.select([*self.schema.key, FILE]).append_column(
-                            WRITTEN, pa.array(np.full(piece.num_rows, len(out), dtype=np.int32))
-                        )
-                    )
-                footer, size = self.target.write_parquet(rel, conform(piece, self.arrow))
-                stats = data_file_statistics_from_parquet_metadata(footer, self.stats_plan, self.id_mapping)
-                window = ms[start:end]
-                out.append(
-                    WrittenFile(
-                        rel=rel,
-                        partition=values,
-                        partition_path=path,
-                        records=end - start,
-                        size=size,
-                        min_ms=int(window.min()),
-                        max_ms=int(window.max()),
-                        stats=stats.to_serialized_dict(),
-                    )
-                )
-        return out
+                rel = f"{folder}/{path + '/' if path else ''}{prefix}-{len(pieces):05d}.parquet"
+                pieces.append((start, min(hi, start + step), values, path, rel))
+        if keys is not None:
+            for n, (start, end, *_) in enumerate(pieces):
+                piece = rows.select([*self.schema.key, FILE]).take(order.slice(start, end - start))
+                keys.append(piece.append_column(WRITTEN, pa.array(np.full(piece.num_rows, n, dtype=np.int32))))
+
+        def write_piece(start: int, end: int, values: tuple[Any, ...], path: str, rel: str) -> WrittenFile:
+            piece = rows.take(order.slice(start, end - start))  # (each piece taken on its own thread)
+            footer, size = self.target.write_parquet(rel, conform(piece, self.arrow))
+            stats = data_file_statistics_from_parquet_metadata(footer, self.stats_plan, self.id_mapping)
+            window = ms[start:end]
+            return WrittenFile(
+                rel=rel,
+                partition=values,
+                partition_path=path,
+                records=end - start,
+                size=size,
+                min_ms=int(window.min()),
+                max_ms=int(window.max()),
+                stats=stats.to_serialized_dict(),
+            )
+
+        if self.threads <= 1 or len(pieces) < 2:
+            return [write_piece(*piece) for piece in pieces]
+        with ThreadPoolExecutor(min(self.threads, len(pieces))) as pool:  # pyarrow writes without the GIL
+            return list(pool.map(lambda piece: write_piece(*piece), pieces))
 
     def rewrite(self, old: WrittenFile, drop: pa.Table, rel: str) -> WrittenFile | None:
         """``old`` written again as ``rel`` without the rows whose key is in ``drop``; None if none is left."""
@@ -220,19 +230,22 @@ class Writer:
 
 def key_hashes(keys: pa.Table) -> np.ndarray:
     """A 64-bit hash of each row's key (its columns in order, null a value of its own): equal keys hash
-    alike in every process, so two tasks' rows meet on it; different keys may collide (rarely: the
-    caller compares the keys of rows that meet)."""
+    alike in every process of a run, so two tasks' rows meet on it; different keys may collide (rarely:
+    the caller compares the keys of rows that meet)."""
     out = np.full(keys.num_rows, 0x9E3779B97F4A7C15, dtype=np.uint64)
     for n, name in enumerate(keys.column_names):
         column = keys.column(name).combine_chunks()
-        nulls = column.is_null().to_numpy(zero_copy_only=False)
-        values = np.where(nulls, np.uint64(0xD6E8FEB86659FD93 + n), _column_hash(column))
-        with np.errstate(over="ignore"):
-            out = _mix(out * np.uint64(31) ^ values)
-    return out
+        values = _column_hash(column)
+        if column.null_count:
+            nulls = column.is_null().to_numpy(zero_copy_only=False)
+            values[nulls] = np.uint64(0xD6E8FEB86659FD93 + n)
+        out *= np.uint64(31)
+        out ^= values
+    return _mix(out)
 
 
 def _column_hash(column: pa.Array) -> np.ndarray:
+    """Each value's 64-bit hash (a new array: the caller may write into it)."""
     if pa.types.is_decimal(column.type):
         column = pc.cast(column, pa.string())
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
@@ -244,16 +257,19 @@ def _column_hash(column: pa.Array) -> np.ndarray:
     if pa.types.is_date32(column.type):
         column = pc.cast(column, pa.int32())
     ints = pc.cast(column, pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
-    return _mix(ints.astype(np.int64).view(np.uint64))
+    return _mix(ints.view(np.uint64) if ints.dtype == np.int64 else ints.astype(np.int64).view(np.uint64))
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: every input bit moves every output bit."""
+    """splitmix64's finaliser (into a new array): every input bit moves every output bit."""
     with np.errstate(over="ignore"):
         x = x.astype(np.uint64)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+        return x
 
 
 def _partition_cuts(parts: Sequence[pa.Array], n: int) -> list[int]:

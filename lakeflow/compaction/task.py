@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,8 @@ from lakeflow.compaction.engine import RECORDS_FILE, WritePlan
 from lakeflow.compaction.files import FileEntry, Storage
 from lakeflow.compaction.parse import FILE, FileSummary, Parsed, Parser
 from lakeflow.compaction.rows import Writer, WrittenFile
+
+SHARE_FILES = 1024  # files a thread reads and parses at a time
 
 
 @dataclass
@@ -48,8 +51,24 @@ def file_ids(parts: Sequence[FileEntry]) -> dict[str, int]:
     return {parts[i].rel: n for n, i in enumerate(order)}
 
 
-def parse_files(files: Sequence[tuple[int, str]], raw: Storage, parser: Parser) -> Parsed:
-    """Read and parse ``files`` (file id, raw-relative path); rows' :data:`FILE` is the file id."""
+def parse_files(files: Sequence[tuple[int, str]], raw: Storage, parser: Parser, threads: int = 1) -> Parsed:
+    """Read and parse ``files`` (file id, raw-relative path); rows' :data:`FILE` is the file id. With
+    ``threads`` > 1, shares of the files are read and parsed at once (pyarrow and numpy let go of the GIL)."""
+    if threads <= 1 or len(files) <= SHARE_FILES:
+        return _parse_share(files, raw, parser)
+    shares = [files[i : i + SHARE_FILES] for i in range(0, len(files), SHARE_FILES)]
+    with ThreadPoolExecutor(threads) as pool:
+        parts = list(pool.map(lambda share: _parse_share(share, raw, parser), shares))
+    kept = [p.rows for p in parts if p.rows.num_rows]
+    out = Parsed(rows=pa.concat_tables(kept) if kept else parser.empty(), files={})
+    for part in parts:
+        out.files.update(part.files)
+        out.bad.extend(part.bad)
+        out.undeclared.update(part.undeclared)
+    return out
+
+
+def _parse_share(files: Sequence[tuple[int, str]], raw: Storage, parser: Parser) -> Parsed:
     blobs = raw.read_many([rel for _, rel in files])
     parsed = parser.parse(blobs)
     ids = [file_id for file_id, _ in files]

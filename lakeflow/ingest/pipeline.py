@@ -74,6 +74,7 @@ def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
     t_env = StreamTableEnvironment.create(env)
     for key, value in sensors.SESSION.items():
         t_env.get_config().set(key, value)
+    t_env.create_java_temporary_system_function(sensors.FIXED_FUNCTION, sensors.FIXED_CLASS)
     jvm = get_gateway().jvm
     for i, table in enumerate(job.tables):
         generator = sensors.Generator(table.schema, job.num_sensors, job.run_id)

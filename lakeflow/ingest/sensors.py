@@ -193,17 +193,21 @@ class DailyCycle(_Hint):
         return abs(self.low) + abs(self.spread) + abs(self.amplitude) + self.noise / 2
 
     def _cycle_sql(self) -> str:
+        """The value in DOUBLE arithmetic throughout, as :meth:`_cycle` computes it (a decimal literal such as
+        ``1000.0`` would make the division a DECIMAL one: most of the job's CPU time)."""
         value = (
-            f"({self.low} + {self.spread} * MOD(idx * {self.prime}, 1000) / 1000.0)" if self.spread else f"{self.low}"
+            f"({_double(self.low)} + {_double(self.spread)} * MOD(idx * {self.prime}, 1000) / {_double(1000)})"
+            if self.spread
+            else _double(self.low)
         )
         if self.amplitude:
-            day = f"SIN(2 * PI() * (timestamp_ms % {DAY_MS}) / {DAY_MS}.0 + idx)"
-            value += f" {'-' if self.amplitude < 0 else '+'} {abs(self.amplitude)} * {day}"
+            day = f"SIN(2 * PI() * (timestamp_ms % {DAY_MS}) / {_double(DAY_MS)} + idx)"
+            value += f" {'-' if self.amplitude < 0 else '+'} {_double(abs(self.amplitude))} * {day}"
         if self.noise:
-            value += f" + {self.noise} * (RAND() - 0.5)"
+            value += f" + {_double(self.noise)} * (RAND() - {_double(0.5)})"
         if self.max is not None:
-            value = f"LEAST({self.max}, {value})"
-        return value if self.min is None else f"GREATEST({self.min}, {value})"
+            value = f"LEAST({_double(self.max)}, {value})"
+        return value if self.min is None else f"GREATEST({_double(self.min)}, {value})"
 
     def _cycle(self, tick: Tick, rng: random.Random) -> float:
         day = math.sin(2 * math.pi * (tick.timestamp_ms % DAY_MS) / DAY_MS + tick.device)
@@ -400,7 +404,7 @@ class _Leaf(_Node):
             return [(True, '"'), (False, expr), (True, '"')]
         if k in ("double", "float"):
             digits, places = self.hint.digits()
-            return [(False, f"CAST(CAST({expr} AS DECIMAL({max(10, digits + places)}, {places})) AS STRING)")]
+            return [(False, f"{FIXED_FUNCTION}({expr}, {max(10, digits + places)}, {places})")]
         if k == "boolean":
             return [(False, f"CASE WHEN {expr} THEN 'true' ELSE 'false' END")]
         if k == "date":
@@ -495,6 +499,14 @@ def _concat(pieces: Pieces) -> str:
 
 
 SESSION = {"table.local-time-zone": "UTC"}  # the table environment's settings the SQL needs
+# The text of CAST(CAST(x AS DECIMAL(p, s)) AS STRING) without BigDecimal (java/lakeflow/flink/FixedDecimal.java):
+# a double's JSON; the table environment registers it (its class in the job's jar)
+FIXED_FUNCTION, FIXED_CLASS = "LAKEFLOW_FIXED", "lakeflow.flink.FixedDecimal"
+
+
+def _double(x: float) -> str:
+    """``x`` as a DOUBLE constant in SQL (the planner folds the cast)."""
+    return f"CAST({float(x)!r} AS DOUBLE)"
 
 
 class Generator:

@@ -1,11 +1,13 @@
-"""The Spark driver JVM's class-data-sharing archive: where it is, and the driver options that map it.
+"""The JVMs' class-data-sharing archives: where they are, and the options that map them.
 
 Java 17 can map the classes an earlier JVM loaded from an archive instead of loading and verifying
-them again (AppCDS, dynamic archive). There is one archive per pyspark version and Java
-installation, under ``build/jars/cds/`` (``$LAKEFLOW_JARS_DIR``); ``make spark-cds`` builds it
-(:mod:`lakeflow.compaction.spark.cds`). A driver JVM PySpark starts gets ``-XX:SharedArchiveFile``
-(:func:`with_class_archive`) unless its arguments set driver Java options of their own. A missing,
-stale or damaged archive costs only the speed-up: the JVM ignores it, with its CDS log off.
+them again (AppCDS, dynamic archive). There is one archive per engine version and Java installation,
+under ``build/jars/cds/`` (``$LAKEFLOW_JARS_DIR``): the Spark driver's (``make spark-cds``,
+:mod:`lakeflow.compaction.spark.cds`; a driver JVM PySpark starts gets ``-XX:SharedArchiveFile`` through
+:func:`with_class_archive` unless its arguments set driver Java options of their own) and the local Flink
+job's (``make flink-cds``, :mod:`lakeflow.ingest.cds`; PyFlink's gateway JVM, which hosts the MiniCluster
+of ``make run``, gets it through ``JVM_ARGS``: :func:`flink_jvm_args`). A missing, stale or damaged archive
+costs only the speed-up: the JVM ignores it, with its CDS log off.
 """
 
 from __future__ import annotations
@@ -29,21 +31,35 @@ def java() -> Path | None:
 
 
 def archive_path() -> Path | None:
-    """Where the archive for this pyspark installation (its jars: the archive's class path) and this
-    Java lives (None without a ``java``): each environment holding pyspark gets its own."""
+    """Where the Spark driver's archive for this pyspark installation (its jars: the archive's class
+    path) and this Java lives (None without a ``java``): each environment holding pyspark gets its own."""
     import pyspark
 
+    return _archive("spark", pyspark.__version__, Path(pyspark.__file__).parent)
+
+
+def flink_archive_path() -> Path | None:
+    """Where the local Flink job's archive for this pyflink installation and this Java lives (None
+    without a ``java``)."""
+    import pyflink.version
+
+    return _archive("flink", pyflink.version.__version__, Path(pyflink.version.__file__).parent)
+
+
+def _archive(engine: str, version: str, package: Path) -> Path | None:
     binary = java()
     if binary is None:
         return None
     release = binary.parent.parent / "release"
-    ident = (
-        str(binary)
-        + str(Path(pyspark.__file__).parent)
-        + (release.read_text(errors="replace") if release.exists() else "")
-    )
+    ident = str(binary) + str(package) + (release.read_text(errors="replace") if release.exists() else "")
     digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
-    return jars_dir() / "cds" / f"spark-{pyspark.__version__}-java-{digest}.jsa"
+    return jars_dir() / "cds" / f"{engine}-{version}-java-{digest}.jsa"
+
+
+def flink_jvm_args() -> str | None:
+    """``JVM_ARGS`` for PyFlink's gateway JVM that map the local Flink job's archive (None: there is none)."""
+    archive = flink_archive_path()
+    return f"-XX:SharedArchiveFile={archive} {QUIET}" if archive is not None and archive.exists() else None
 
 
 def with_class_archive(submit_args: str) -> str:
