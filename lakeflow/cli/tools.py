@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -71,18 +73,7 @@ def _spark_cds(args: argparse.Namespace) -> int:
     if args.warm_up:
         warm_up()
         return 0
-    path = archive_path()
-    if path is not None and path.exists() and not args.force:
-        print(f"Spark driver class archive: {path} (there; --force rebuilds it)")
-        return 0
-    try:
-        path = build()
-    except (RuntimeError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        detail = getattr(exc, "stderr", b"") or b""
-        print(f"lakeflow spark-cds: {exc}\n{detail.decode(errors='replace')[-2000:]}", file=sys.stderr)
-        return 1
-    print(f"Spark driver class archive: {path} ({path.stat().st_size >> 20} MiB)")
-    return 0
+    return _class_archive("spark-cds", "Spark driver class archive", archive_path(), build, args.force)
 
 
 def _flink_cds(args: argparse.Namespace) -> int:
@@ -90,17 +81,21 @@ def _flink_cds(args: argparse.Namespace) -> int:
     from lakeflow.ingest.client_jvm import build_archive
     from lakeflow.runtime.class_archive import flink_archive_path
 
-    path = flink_archive_path()
-    if path is not None and path.exists() and not args.force:
-        print(f"Flink job class archive: {path} (there; --force rebuilds it)")
+    return _class_archive("flink-cds", "Flink job class archive", flink_archive_path(), build_archive, args.force)
+
+
+def _class_archive(command: str, what: str, path: Path | None, build: Callable[[], Path], force: bool) -> int:
+    """Build the archive ``path`` with ``build`` unless it is there (``force``: rebuild); what happened, one line."""
+    if path is not None and path.exists() and not force:
+        print(f"{what}: {path} (there; --force rebuilds it)")
         return 0
     try:
-        path = build_archive()
+        path = build()
     except (RuntimeError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         detail = getattr(exc, "stderr", b"") or b""
-        print(f"lakeflow flink-cds: {exc}\n{detail.decode(errors='replace')[-2000:]}", file=sys.stderr)
+        print(f"lakeflow {command}: {exc}\n{detail.decode(errors='replace')[-2000:]}", file=sys.stderr)
         return 1
-    print(f"Flink job class archive: {path} ({path.stat().st_size >> 20} MiB)")
+    print(f"{what}: {path} ({path.stat().st_size >> 20} MiB)")
     return 0
 
 

@@ -162,23 +162,15 @@ class Parser:
 
     def _summarise(self, out: Parsed) -> None:
         rows = out.rows
-        if rows.num_rows:
+        if rows.num_rows:  # by runs of one file (each file's rows are one); the event time is required
             files = rows.column(FILE).to_numpy()
-            times = self.event_ms(rows)
-            if times.null_count:
-                grouped = (
-                    pa.table({FILE: rows.column(FILE), "t": times})
-                    .group_by(FILE)
-                    .aggregate([("t", "count"), ("t", "min"), ("t", "max")])
-                )
-                runs = zip(*(grouped.column(c).to_pylist() for c in (FILE, "t_count", "t_min", "t_max")), strict=True)
-            else:  # by runs of one file (each file's rows are one)
-                ms = times.to_numpy()
-                starts = np.flatnonzero(np.concatenate([[True], files[1:] != files[:-1]]))
-                counts = np.diff(np.append(starts, len(files)))
-                lows, highs = np.minimum.reduceat(ms, starts), np.maximum.reduceat(ms, starts)
-                runs = zip(files[starts].tolist(), counts.tolist(), lows.tolist(), highs.tolist(), strict=True)
-            for file, count, low, high in runs:
+            ms = self.event_ms(rows).to_numpy()
+            starts = np.flatnonzero(np.concatenate([[True], files[1:] != files[:-1]]))
+            counts = np.diff(np.append(starts, len(files)))
+            lows, highs = np.minimum.reduceat(ms, starts), np.maximum.reduceat(ms, starts)
+            for file, count, low, high in zip(
+                files[starts].tolist(), counts.tolist(), lows.tolist(), highs.tolist(), strict=True
+            ):
                 s = out.files.setdefault(file, FileSummary())
                 s.records += count
                 s.min_ms = low if s.min_ms is None else min(s.min_ms, low)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lakeflow.runtime.class_archive import QUIET, flink_archive_path, flink_jvm_args
+from lakeflow.runtime import class_archive
 
 JOB = Path(__file__).resolve().parents[2] / "jobs" / "sensor_ingest.py"
 PYFLINK_WORKER_MODE = "_python_worker_execution_mode"  # PyFlink's: "process" starts no loopback server
@@ -29,7 +29,7 @@ def configure() -> None:
     if "PYFLINK_GATEWAY_PORT" in os.environ:  # under `flink run`
         return
     os.environ.setdefault(PYFLINK_WORKER_MODE, "process")
-    archive = flink_jvm_args()
+    archive = class_archive.flink_jvm_args()
     if archive is not None:
         os.environ.setdefault("JVM_ARGS", archive)
 
@@ -37,18 +37,14 @@ def configure() -> None:
 def build_archive(timeout_s: float = 300.0) -> Path:
     """Run a small local job with ``-XX:ArchiveClassesAtExit``, wait for its JVM to exit (it writes the
     archive on its way out) and move the archive into place; its path."""
-    target = flink_archive_path()
-    if target is None:
-        raise RuntimeError("no java: set JAVA_HOME or put java on PATH")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     keep = ("PATH", "HOME", "JAVA_HOME", "LANG", "LAKEFLOW_JARS_DIR", "TMPDIR")
     deadline = time.monotonic() + timeout_s
-    try:
+
+    def record(java_options: str) -> None:
         with tempfile.TemporaryDirectory() as home:
             env = {k: v for k, v in os.environ.items() if k in keep} | WARM_UP
             env |= {"LAKEFLOW_HOME": home, "LAKEFLOW_ENV_FILE": os.devnull, "FLINK_LOG_DIR": f"{home}/log"}
-            env["JVM_ARGS"] = f"-XX:ArchiveClassesAtExit={partial} {QUIET}"
+            env["JVM_ARGS"] = java_options
             subprocess.run(
                 [sys.executable, str(JOB), "--local"],
                 env=env,
@@ -57,25 +53,21 @@ def build_archive(timeout_s: float = 300.0) -> Path:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
             )
-            while _archiving(partial):  # the gateway JVM outlives the job's Python by its dump
+            option = java_options.split()[0].encode()
+            while _running_with(option):  # the gateway JVM outlives the job's Python by its dump
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"the JVM writing {partial} did not exit within {timeout_s:.0f} s")
+                    raise RuntimeError(f"the JVM of {option.decode()} did not exit within {timeout_s:.0f} s")
                 time.sleep(0.2)
-        if not partial.exists():
-            raise RuntimeError(f"the JVM wrote no archive ({partial})")
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+
+    return class_archive.build(class_archive.flink_archive_path(), record)
 
 
-def _archiving(partial: Path) -> bool:
-    """Whether a process started with ``-XX:ArchiveClassesAtExit=<partial>`` is still running."""
-    needle = f"-XX:ArchiveClassesAtExit={partial}".encode()
+def _running_with(option: bytes) -> bool:
+    """Whether a process started with ``option`` on its command line is still running."""
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                if needle in Path(f"/proc/{entry}/cmdline").read_bytes():
+                if option in Path(f"/proc/{entry}/cmdline").read_bytes():
                     return True
             except OSError:
                 continue

@@ -16,6 +16,7 @@ import hashlib
 import os
 import shlex
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from lakeflow.runtime.jars import jars_dir
@@ -72,3 +73,21 @@ def with_class_archive(submit_args: str) -> str:
         return submit_args
     args = shlex.split(submit_args) or ["pyspark-shell"]
     return shlex.join(["--driver-java-options", f"-XX:SharedArchiveFile={archive} {QUIET}", *args])
+
+
+def build(target: Path | None, record: Callable[[str], None]) -> Path:
+    """Build the archive ``target`` (replacing one there): ``record`` runs a JVM with the Java options it is
+    given (``-XX:ArchiveClassesAtExit`` of a temporary file, CDS's log off) and returns once that JVM has
+    exited, the archive written; it then moves into place. Its path."""
+    if target is None:
+        raise RuntimeError("no java: set JAVA_HOME or put java on PATH")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    try:
+        record(f"-XX:ArchiveClassesAtExit={partial} {QUIET}")
+        if not partial.exists():
+            raise RuntimeError(f"the JVM wrote no archive ({partial})")
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target

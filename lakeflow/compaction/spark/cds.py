@@ -19,24 +19,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lakeflow.runtime.class_archive import QUIET, archive_path
+from lakeflow.runtime import class_archive
 
 
 def build(timeout_s: float = 300.0) -> Path:
     """Build the archive (replacing one there); returns its path."""
-    target = archive_path()
-    if target is None:
-        raise RuntimeError("no java: set JAVA_HOME or put java on PATH")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    env = {
-        **os.environ,
-        "PYSPARK_SUBMIT_ARGS": shlex.join(
-            ["--driver-java-options", f"-XX:ArchiveClassesAtExit={partial} {QUIET}", "pyspark-shell"]
-        ),
-    }
-    env.pop("PYSPARK_GATEWAY_PORT", None)
-    try:
+
+    def record(java_options: str) -> None:
+        env = {
+            **os.environ,
+            "PYSPARK_SUBMIT_ARGS": shlex.join(["--driver-java-options", java_options, "pyspark-shell"]),
+        }
+        env.pop("PYSPARK_GATEWAY_PORT", None)
         subprocess.run(
             [sys.executable, "-m", "lakeflow.cli", "spark-cds", "--warm-up"],
             env=env,
@@ -45,12 +39,8 @@ def build(timeout_s: float = 300.0) -> Path:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        if not partial.exists():
-            raise RuntimeError(f"the JVM wrote no archive ({partial})")
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+
+    return class_archive.build(class_archive.archive_path(), record)
 
 
 def warm_up() -> None:
