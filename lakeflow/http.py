@@ -272,7 +272,8 @@ class _Sink:
 class Pool:
     """Requests to one origin on libcurl (pycurl), each thread with its own handle and kept-alive
     connection: retries and timeouts as ``options`` say (a read stalled for ``timeout``, rounded up
-    to whole seconds, is given up: libcurl's low-speed limit), ``headers`` (e.g. auth) on every
+    to whole seconds, is given up: libcurl's low-speed limit; libcurl ends a transfer at its
+    deadline even while no byte arrives), ``headers`` (e.g. auth) on every
     request, a redirect followed within the origin and refused to another, each answer read whole
     within its deadline and ``max_bytes`` (an error's cut at ``error_bytes``). Proxy, CA bundle and
     ``.netrc`` come from the environment as requests reads them, once here rather than per request.
@@ -412,10 +413,11 @@ class Pool:
         else:
             curl.setopt(pycurl.POSTFIELDS, body)
         curl.setopt(pycurl.WRITEFUNCTION, sink.write)
+        curl.setopt(pycurl.TIMEOUT_MS, max(1, math.ceil((deadline - time.monotonic()) * 1000)))
         try:
             curl.perform()
         except pycurl.error as exc:
-            if sink.late:
+            if sink.late or time.monotonic() >= deadline:
                 raise AnswerRefused(f"answer not complete within its deadline ({sink.size} bytes received)") from None
             if not sink.full:
                 code, message = exc.args

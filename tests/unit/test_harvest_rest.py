@@ -124,11 +124,22 @@ def test_the_plan_is_fetched_separately_when_job_details_leave_it_out(flink_rest
 
 
 def test_a_trickling_answer_fails_at_the_overall_deadline(flink_rest_stub):
-    # one byte every 0.1 s never trips the 1 s read timeout: ~4 s for the whole answer
+    # one byte every 0.1 s never trips the 2 s read timeout (libcurl's low-speed limit: under a
+    # byte a second for 2 s, so not before the deadline): ~4 s for the whole answer
     flink_rest_stub.route("/config", Answer(200, {**CONFIG, "pad": "x" * 20}, trickle_s=0.1))
-    c = client(flink_rest_stub, timeout_s=1, deadline_s=1.5, max_retries=0)
+    c = client(flink_rest_stub, timeout_s=2, deadline_s=1.5, max_retries=0)
     t0 = time.monotonic()
     with pytest.raises(FlinkRestError, match=r"GET http://.*/v1/config: answer not complete within its deadline"):
+        c.cluster_config()
+    assert time.monotonic() - t0 < 2.5
+
+
+def test_a_silent_server_fails_at_the_overall_deadline_before_its_read_timeout(flink_rest_stub):
+    # no byte for 4 s: the 3 s read timeout would give up at ~3 s; the 1 s deadline ends it first
+    flink_rest_stub.route("/config", Answer(200, CONFIG, delay_s=4))
+    c = client(flink_rest_stub, timeout_s=3, deadline_s=1, max_retries=0)
+    t0 = time.monotonic()
+    with pytest.raises(FlinkRestError, match=r"answer not complete within its deadline \(0 bytes received\)"):
         c.cluster_config()
     assert time.monotonic() - t0 < 2.5
 
