@@ -16,7 +16,10 @@ TOOLS := build/tools
 UV := $(TOOLS)/bin/uv
 UV_COMPILE = $(UV) pip compile -q pyproject.toml --generate-hashes --python-version 3.11 \
 	--python-platform x86_64-manylinux_2_28 --no-header --annotation-style line
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml envs/dev/requirements.txt | cksum | cut -d' ' -f1)
+# lakeflow_native (rust/): the compaction's compiled decoder, a wheel built where cargo is (docs/compaction.md)
+NATIVE_SRC := rust/Cargo.toml rust/Cargo.lock rust/pyproject.toml $(wildcard rust/src/*.rs)
+NATIVE_WHEEL := $(if $(shell command -v cargo 2>/dev/null),build/wheels/.native-$(shell cat $(NATIVE_SRC) | cksum | cut -d' ' -f1))
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml envs/dev/requirements.txt $(NATIVE_SRC) | cksum | cut -d' ' -f1)
 INGEST_STAMP := $(INGEST_VENV)/.installed-$(shell cat pyproject.toml envs/ingestion/requirements.txt | cksum | cut -d' ' -f1)
 JAR := build/lakeflow-flink.jar
 PACKAGE_ZIP := build/lakeflow.zip
@@ -52,8 +55,17 @@ define locked_venv
 	$(UV) pip install -q --python $(1)/bin/python --no-deps $(3) .
 endef
 
-$(STAMP): | $(UV)
+$(NATIVE_WHEEL): | $(UV)
+	rm -rf build/wheels && $(UV) build -q --wheel rust -o build/wheels && touch $@
+
+# The compiled decoder into a venv ($1), where it was built (without it lakeflow parses the same, slower)
+define native_decoder
+	$(if $(NATIVE_WHEEL),$(UV) pip install -q --python $(1)/bin/python --no-deps build/wheels/lakeflow_native-*.whl,@echo "cargo not found: the compaction parses without its compiled decoder (slower; docs/compaction.md)")
+endef
+
+$(STAMP): | $(UV) $(NATIVE_WHEEL)
 	$(call locked_venv,$(VENV),envs/dev/requirements.txt,-e)
+	$(call native_decoder,$(VENV))
 	$(VENV)/bin/python -m compileall -q lakeflow jobs >/dev/null  # lakeflow's own (editable: both venvs import it from here)
 	@rm -f $(VENV)/.installed-* && touch $@
 
@@ -138,14 +150,15 @@ define job_env_archive
 	$(PYTHON) -m venv --copies --without-pip build/envs/$(1)
 	$(UV) pip sync -q --compile-bytecode --python build/envs/$(1)/bin/python envs/$(1)/requirements.txt
 	$(UV) pip install -q --compile-bytecode --python build/envs/$(1)/bin/python --no-deps --reinstall-package lakeflow .
+	$(3)
 	$(TOOLS)/bin/venv-pack -q --compress-level 1 -p build/envs/$(1) -o $(2)
 endef
 
 $(INGEST_ENV_ARCHIVE): envs/ingestion/requirements.txt $(LAKEFLOW_SRC) | $(UV)
 	$(call job_env_archive,ingestion,$@)
 
-$(COMPACT_ENV_ARCHIVE): envs/compaction/requirements.txt $(LAKEFLOW_SRC) | $(UV)
-	$(call job_env_archive,compaction,$@)
+$(COMPACT_ENV_ARCHIVE): envs/compaction/requirements.txt $(LAKEFLOW_SRC) $(NATIVE_SRC) | $(UV) $(NATIVE_WHEEL)
+	$(call job_env_archive,compaction,$@,$(call native_decoder,build/envs/compaction))
 
 package: install $(JAR) $(PACKAGE_ZIP) $(INGEST_ENV_ARCHIVE) $(COMPACT_ENV_ARCHIVE)  ## build the jar and both jobs' environment archives (build/ingestion-env.tar.gz, build/compaction-env.tar.gz) and print the flink run and spark-submit commands
 	@echo "Built $(JAR), $(INGEST_ENV_ARCHIVE) and $(COMPACT_ENV_ARCHIVE): each job ships its own Python environment"

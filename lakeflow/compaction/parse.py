@@ -14,6 +14,11 @@ schema (dates and timestamps read as text, checked and cast); the contract's
 remaining rules (required nested fields, finite floats, lengths, formats) are checked on the columns.
 A chunk that fails anywhere is parsed file by file, and a file that still fails goes the exact path:
 Python's ``json`` (numbers as ``Decimal``, so nothing is rounded twice) and the contract record by record.
+
+Native path, first where it is installed (``lakeflow_native``, rust/: built by ``make install`` where
+``cargo`` is): a schema whose declared fields are all flat scalars is decoded by compiled code in one
+pass a file, any layout, the contract checked on the way, straight into Arrow buffers; it declines every
+file it is not sure the exact path would take whole, with the same values, and those go the ways above.
 """
 
 from __future__ import annotations
@@ -35,6 +40,11 @@ from lakeflow.schema.arrow import conform, reader_schema, record_schema
 from lakeflow.schema.model import TableSchema
 from lakeflow.schema.records import Invalid, RecordContract
 
+try:
+    from lakeflow_native import decode as native_decode
+except ImportError:  # not built here (no cargo): the other paths parse the same files
+    native_decode = None
+
 FILE = "_file"  # index of the row's file in the batch
 CHUNK_BYTES = 32 * 1024 * 1024  # raw bytes parsed per pyarrow call
 EMPTY = "empty file (no JSON content)"
@@ -42,12 +52,14 @@ MALFORMED = "not a JSON array of record objects (malformed or truncated JSON)"
 _COMMA, _NEWLINE, _BLANK, _BRACE, _END = ord(","), ord("\n"), ord(" "), ord("{"), ord("}")
 _OPEN, _CLOSE = ord("["), ord("]")
 _NULL = b"null"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _MAX_MAP_KEYS = 256  # an inferred map of more keys is parsed the exact way
 _WS = re.compile(r"[ \t\n\r]*")
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
 _TIMESTAMPTZ = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$"
 _TIMESTAMP = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?$"
 _FORMATS = {"date": _DATE, "timestamptz": _TIMESTAMPTZ, "timestamp": _TIMESTAMP}
+NATIVE_KINDS = frozenset({"string", "long", "int", "double", "float", "boolean"})  # what lakeflow_native decodes
 
 
 def _no_constant(name: str) -> Any:
@@ -104,6 +116,12 @@ class Parser:
         self.maps = {f["name"]: f["type"] for f in self.spec if f["type"]["kind"] == "map"}  # (top-level)
         self.time = schema.event_time
         self.time_is_ms = schema.derived_time
+        flat = len(self.spec) <= 64 and all(f["type"]["kind"] in NATIVE_KINDS for f in self.spec)
+        self.native = (  # (name, kind, required, maxLength) of each field, in the rows' order
+            [(f["name"], f["type"]["kind"], bool(f["required"]), f["type"].get("maxLength")) for f in self.spec]
+            if native_decode is not None and flat
+            else None
+        )
 
     def parse(self, blobs: Sequence[bytes]) -> Parsed:
         """Parse the files ``blobs`` (their index in it is their :data:`FILE`)."""
@@ -119,7 +137,12 @@ class Parser:
             chunk.clear()
             size = 0
 
-        for i, blob in enumerate(blobs):
+        pending: Sequence[int] = range(len(blobs))
+        if self.native is not None and blobs:
+            taken, pending = self._native(blobs, out)
+            tables.append(taken)
+        for i in pending:
+            blob = blobs[i]
             if self.options is None:
                 tables.append(self._exact(i, blob, out))
                 continue
@@ -180,6 +203,32 @@ class Parser:
             s.records += 1
             s.bad += 1
 
+    # --- the native path -------------------------------------------------------------------------
+
+    def _native(self, blobs: Sequence[bytes], out: Parsed) -> tuple[pa.Table, list[int]]:
+        """The rows of the files ``lakeflow_native`` took, and the indexes of those it declined."""
+        assert native_decode is not None and self.native is not None
+        taken, columns, undeclared = native_decode(list(blobs), self.native)
+        counts = np.asarray(taken, dtype=np.int64)
+        ok = counts >= 0
+        if columns is None or not ok.any():
+            return self.empty(), list(range(len(blobs)))
+        rows = int(counts[ok].sum())
+        arrays = []
+        for column, (validity, values, offsets, nulls) in zip(self.record_schema, columns, strict=True):
+            buffers = [None if validity is None else pa.py_buffer(validity)]
+            buffers += [pa.py_buffer(values)] if offsets is None else [pa.py_buffer(offsets), pa.py_buffer(values)]
+            arrays.append(pa.Array.from_buffers(column.type, rows, buffers, null_count=nulls))
+        files = np.flatnonzero(ok)
+        arrays.append(pa.array(np.repeat(files.astype(np.int32), counts[ok])))
+        table = pa.Table.from_arrays(arrays, schema=self.empty().schema)
+        table.validate()
+        for name, count in undeclared:
+            out.undeclared[name] += count
+        for i in files.tolist():
+            out.files.setdefault(i, FileSummary())
+        return table, np.flatnonzero(~ok).tolist()
+
     # --- the fast path ---------------------------------------------------------------------------
 
     def _fast(self, layout: SinkLayout, indexes: Sequence[int], undeclared: Counter[str]) -> pa.Table | None:
@@ -224,7 +273,7 @@ class Parser:
         good: list[dict[str, Any]] = []
         for text, record in texts:
             try:
-                good.append(self.contract.check(record))
+                good.append(_storable(self.contract.check(record)))
             except Invalid as exc:
                 out.bad.append(BadRecord(index, str(exc), text))
                 continue
@@ -233,6 +282,23 @@ class Parser:
         out.files.setdefault(index, FileSummary())
         rows = pa.Table.from_pylist(good, schema=self.record_schema)
         return rows.append_column(FILE, pa.array(np.full(len(good), index, dtype=np.int32)))
+
+
+def _storable(row: dict[str, Any]) -> dict[str, Any]:
+    """``row``, whose strings Arrow can hold; Invalid naming the field that has a lone surrogate (JSON's
+    ``\\ud800`` escape alone is no character: the contract takes it, UTF-8 has no bytes for it)."""
+
+    def unicode(value: Any) -> bool:
+        if isinstance(value, str):
+            return value.isascii() or not _SURROGATE.search(value)
+        if isinstance(value, dict):
+            return all(unicode(v) for v in value.values())
+        return not isinstance(value, (list, tuple)) or all(unicode(v) for v in value)
+
+    for name, value in row.items():
+        if not unicode(value):
+            raise Invalid(f"field {name}: a lone surrogate escape (no Unicode character)")
+    return row
 
 
 def _map_of(inferred: pa.Array | None, rows: int, spec: Mapping[str, Any], target: pa.DataType) -> pa.Array | None:

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -224,7 +225,9 @@ def test_the_printed_commands_deliver_every_reading_once_on_bare_clusters(
     assert probe.returncode == 0, probe.stderr[-3000:]
     executors = json.loads(probe.stdout.strip().splitlines()[-1])
     assert len(executors) == 2
-    for executable, arrow, lakeflow_file in executors:
+    for executable, arrow, lakeflow_file, native in executors:
         assert executable.endswith("/env/bin/python") and str(bare_python.parent) not in executable
         assert major(arrow) >= 18 and arrow == pins("compaction")["pyarrow"]
         assert "/env/lib/python3.11/site-packages/lakeflow/" in lakeflow_file
+        if shutil.which("cargo"):  # built where cargo is, and shipped in the archive
+            assert "/env/lib/python3.11/site-packages/lakeflow_native/" in native
