@@ -32,6 +32,7 @@ from lakeflow.compaction.run import (
     recover_orphans,
     tidy_up,
 )
+from lakeflow.runtime.memory import cycle_collector_paused
 
 
 def compact(config: CompactConfig) -> int:
@@ -39,6 +40,11 @@ def compact(config: CompactConfig) -> int:
         from lakeflow.compaction.spark.session import launch_early
 
         launch_early(config.spark_options)
+    with cycle_collector_paused():  # (millions of objects: no full collections in between)
+        return _compact(config)
+
+
+def _compact(config: CompactConfig) -> int:
     run = begin(config)  # raw table, Iceberg table (created on first use)
     with hold_lease(run):  # one run per target table at a time, on any host
         try:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -42,8 +42,13 @@ from lakeflow.schema.records import Invalid, RecordContract
 
 try:
     from lakeflow_native import decode as native_decode
+    from lakeflow_native import decode_files as native_decode_files
 except ImportError:  # not built here (no cargo): the other paths parse the same files
-    native_decode = None
+    native_decode = native_decode_files = None
+
+# the compiled decoder's answer: each file's records (-1: declined), the taken rows' Arrow buffers per
+# field (validity, values, offsets, nulls), the undeclared fields seen (name, records)
+Decoded = tuple[list[int], list[tuple[bytes | None, bytes, bytes | None, int]] | None, list[tuple[str, int]]]
 
 FILE = "_file"  # index of the row's file in the batch
 CHUNK_BYTES = 32 * 1024 * 1024  # raw bytes parsed per pyarrow call
@@ -91,12 +96,14 @@ class BadRecord:
 @dataclass
 class Parsed:
     """A batch's good rows (the declared fields + :data:`FILE`), what each file held, its bad records
-    and the undeclared top-level fields seen (name → records carrying it)."""
+    and the undeclared top-level fields seen (name → records carrying it); each row's key hash when the
+    reader was asked for them (:func:`lakeflow.compaction.task.parse_files`)."""
 
     rows: pa.Table
     files: dict[int, FileSummary]
     bad: list[BadRecord] = field(default_factory=list)
     undeclared: Counter[str] = field(default_factory=Counter)
+    hashes: np.ndarray | None = None
 
 
 class Parser:
@@ -125,10 +132,31 @@ class Parser:
 
     def parse(self, blobs: Sequence[bytes]) -> Parsed:
         """Parse the files ``blobs`` (their index in it is their :data:`FILE`)."""
+        native = None if self.native is None or not blobs else native_decode
+        return self._parse(
+            len(blobs),
+            lambda indexes: [blobs[i] for i in indexes],
+            None if native is None else lambda: native(list(blobs), self.native),
+        )
+
+    def parse_local(self, paths: Sequence[str], read: Callable[[Sequence[int]], Sequence[bytes]]) -> Parsed:
+        """Parse the local files ``paths`` (their index is their :data:`FILE`): the compiled decoder reads
+        them itself; ``read(indexes)`` gives the bytes of the others (all of them without it)."""
+        native = None if self.native is None or not paths else native_decode_files
+        return self._parse(len(paths), read, None if native is None else lambda: native(list(paths), self.native))
+
+    def _parse(
+        self, count: int, read: Callable[[Sequence[int]], Sequence[bytes]], native: Callable[[], Decoded] | None
+    ) -> Parsed:
         out = Parsed(rows=self.empty(), files={})
         tables: list[pa.Table] = []
         chunk: list[int] = []
         size = 0
+        pending: Sequence[int] = range(count)
+        if native is not None:
+            taken, pending = self._native(native(), count, out)
+            tables.append(taken)
+        blobs = dict(zip(pending, read(pending), strict=True))
 
         def flush() -> None:
             nonlocal size
@@ -137,10 +165,6 @@ class Parser:
             chunk.clear()
             size = 0
 
-        pending: Sequence[int] = range(len(blobs))
-        if self.native is not None and blobs:
-            taken, pending = self._native(blobs, out)
-            tables.append(taken)
         for i in pending:
             blob = blobs[i]
             if self.options is None:
@@ -156,7 +180,7 @@ class Parser:
         self._summarise(out)
         return out
 
-    def _chunk(self, indexes: list[int], blobs: Sequence[bytes], out: Parsed) -> list[pa.Table]:
+    def _chunk(self, indexes: list[int], blobs: Mapping[int, bytes], out: Parsed) -> list[pa.Table]:
         """Files parsed together where they are in the sink's layout and every record is good; the others
         (and all of a chunk that fails) one by one, down to the exact path."""
         layout = sink_layout([blobs[i] for i in indexes])
@@ -205,14 +229,13 @@ class Parser:
 
     # --- the native path -------------------------------------------------------------------------
 
-    def _native(self, blobs: Sequence[bytes], out: Parsed) -> tuple[pa.Table, list[int]]:
-        """The rows of the files ``lakeflow_native`` took, and the indexes of those it declined."""
-        assert native_decode is not None and self.native is not None
-        taken, columns, undeclared = native_decode(list(blobs), self.native)
+    def _native(self, decoded: Decoded, count: int, out: Parsed) -> tuple[pa.Table, list[int]]:
+        """The rows of the files the compiled decoder took, and the indexes of those it declined."""
+        taken, columns, undeclared = decoded
         counts = np.asarray(taken, dtype=np.int64)
         ok = counts >= 0
         if columns is None or not ok.any():
-            return self.empty(), list(range(len(blobs)))
+            return self.empty(), list(range(count))
         rows = int(counts[ok].sum())
         arrays = []
         for column, (validity, values, offsets, nulls) in zip(self.record_schema, columns, strict=True):

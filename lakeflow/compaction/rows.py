@@ -83,11 +83,13 @@ class Writer:
 
     # --- de-duplication ----------------------------------------------------------------------------
 
-    def first_per_key(self, rows: pa.Table) -> pa.Table:
-        """``rows`` keeping the first of each key (by :data:`FILE`, then position); all without a key."""
+    def first_per_key(self, rows: pa.Table, hashes: np.ndarray | None = None) -> pa.Table:
+        """``rows`` keeping the first of each key (by :data:`FILE`, then position); all without a key.
+        ``hashes``: the rows' :func:`key_hashes`, when the caller has them."""
         if not self.schema.key or rows.num_rows < 2:
             return rows
-        hashes = key_hashes(rows.select(list(self.schema.key)))
+        if hashes is None:
+            hashes = key_hashes(rows.select(list(self.schema.key)))
         ordered = np.sort(hashes)
         shared = ordered[1:][ordered[1:] == ordered[:-1]]
         if not len(shared):  # every key's hash differs: so does every key
@@ -132,9 +134,13 @@ class Writer:
             column = rows.column(name).combine_chunks()
             t = p.transform
             if isinstance(t, (HourTransform, DayTransform)):
-                us = pc.cast(pc.cast(column, pa.int64()), pa.float64())
                 step = _US["hour" if isinstance(t, HourTransform) else "day"]
-                out.append(pc.cast(pc.floor(pc.divide(us, step)), pa.int32()))
+                if column.null_count:
+                    us = pc.cast(pc.cast(column, pa.int64()), pa.float64())
+                    out.append(pc.cast(pc.floor(pc.divide(us, step)), pa.int32()))
+                else:  # (numpy's floor division: a tenth of the time of the casts above)
+                    us = pc.cast(column, pa.int64()).to_numpy()
+                    out.append(pa.array(np.floor_divide(us, step).astype(np.int32)))
             elif isinstance(t, (MonthTransform, YearTransform)):
                 years = pc.subtract(pc.year(column), 1970)
                 months = pc.add(pc.multiply(years, 12), pc.subtract(pc.month(column), 1))

@@ -19,7 +19,7 @@ import pyarrow as pa
 from lakeflow.compaction.engine import RECORDS_FILE, WritePlan
 from lakeflow.compaction.files import FileEntry, Storage
 from lakeflow.compaction.parse import FILE, FileSummary, Parsed, Parser
-from lakeflow.compaction.rows import Writer, WrittenFile
+from lakeflow.compaction.rows import Writer, WrittenFile, key_hashes
 
 SHARE_FILES = 1024  # files a thread reads and parses at a time
 
@@ -51,16 +51,21 @@ def file_ids(parts: Sequence[FileEntry]) -> dict[str, int]:
     return {parts[i].rel: n for n, i in enumerate(order)}
 
 
-def parse_files(files: Sequence[tuple[int, str]], raw: Storage, parser: Parser, threads: int = 1) -> Parsed:
-    """Read and parse ``files`` (file id, raw-relative path); rows' :data:`FILE` is the file id. With
-    ``threads`` > 1, shares of the files are read and parsed at once (pyarrow and numpy let go of the GIL)."""
+def parse_files(
+    files: Sequence[tuple[int, str]], raw: Storage, parser: Parser, threads: int = 1, key: Sequence[str] = ()
+) -> Parsed:
+    """Read and parse ``files`` (file id, raw-relative path); rows' :data:`FILE` is the file id; with a
+    ``key``, each row's :func:`key_hashes` too. With ``threads`` > 1, shares of the files are read, parsed
+    and hashed at once (the decoders, pyarrow and numpy let go of the GIL)."""
     if threads <= 1 or len(files) <= SHARE_FILES:
-        return _parse_share(files, raw, parser)
+        return _parse_share(files, raw, parser, key)
     shares = [files[i : i + SHARE_FILES] for i in range(0, len(files), SHARE_FILES)]
     with ThreadPoolExecutor(threads) as pool:
-        parts = list(pool.map(lambda share: _parse_share(share, raw, parser), shares))
-    kept = [p.rows for p in parts if p.rows.num_rows]
-    out = Parsed(rows=pa.concat_tables(kept) if kept else parser.empty(), files={})
+        parts = list(pool.map(lambda share: _parse_share(share, raw, parser, key), shares))
+    kept = [p for p in parts if p.rows.num_rows]
+    out = Parsed(rows=pa.concat_tables([p.rows for p in kept]) if kept else parser.empty(), files={})
+    if key:
+        out.hashes = np.concatenate([p.hashes for p in kept if p.hashes is not None] or [np.zeros(0, np.uint64)])
     for part in parts:
         out.files.update(part.files)
         out.bad.extend(part.bad)
@@ -68,15 +73,22 @@ def parse_files(files: Sequence[tuple[int, str]], raw: Storage, parser: Parser, 
     return out
 
 
-def _parse_share(files: Sequence[tuple[int, str]], raw: Storage, parser: Parser) -> Parsed:
-    blobs = raw.read_many([rel for _, rel in files])
-    parsed = parser.parse(blobs)
+def _parse_share(files: Sequence[tuple[int, str]], raw: Storage, parser: Parser, key: Sequence[str]) -> Parsed:
+    rels = [rel for _, rel in files]
+    if raw.is_local:  # (the compiled decoder reads local files itself)
+        parsed = parser.parse_local(
+            [raw.local_path(rel) for rel in rels], lambda i: raw.read_many([rels[n] for n in i])
+        )
+    else:
+        parsed = parser.parse(raw.read_many(rels))
     ids = [file_id for file_id, _ in files]
     if parsed.rows.num_rows:
         by_index = pa.array(ids, pa.int32()).take(parsed.rows.column(FILE))
         parsed.rows = parsed.rows.set_column(parsed.rows.column_names.index(FILE), FILE, by_index)
     parsed.files = {ids[i]: s for i, s in parsed.files.items()}
     parsed.bad = [type(b)(ids[b.file], b.reason, b.text) for b in parsed.bad]
+    if key:
+        parsed.hashes = key_hashes(parsed.rows.select(list(key)))
     return parsed
 
 
@@ -109,10 +121,10 @@ def run_task(
     de-duplicated within the task, written into the staging folder (names carry the task and attempt,
     so a retried or speculative attempt never overwrites another's files)."""
     parser = Parser(plan.schema)
-    parsed = parse_files(files, raw, parser)
+    parsed = parse_files(files, raw, parser, key=plan.schema.key)
     writer = Writer(plan.schema, plan.table_schema, plan.spec, dict(plan.properties), target)
     bad = write_bad_records(parsed, dict(files), raw, target, plan, number)
-    rows = writer.first_per_key(parsed.rows)
+    rows = writer.first_per_key(parsed.rows, parsed.hashes)
     collected: list[pa.Table] | None = [] if keys else None
     written = writer.write(
         rows, plan.file_count(rows.num_rows), plan.staging, f"part-t{number:05d}-a{attempt}", collected

@@ -1,8 +1,12 @@
-"""How much memory this machine — or the container (cgroup) it runs in — has, and has free."""
+"""How much memory this machine — or the container (cgroup) it runs in — has, and has free; and a
+pause of Python's cycle collector over work that makes many objects."""
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -50,3 +54,17 @@ def _cgroup(name: str) -> int | None:
             continue
         return None if value == "max" else int(value)
     return None
+
+
+@contextmanager
+def cycle_collector_paused() -> Iterator[None]:
+    """No cycle collection inside (reference counting still frees what is dropped; cycles wait for after).
+    A compaction holds millions of objects and makes 100,000s more: each full collection would walk
+    them all (~0.6 s of a 10M-reading run)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

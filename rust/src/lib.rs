@@ -618,19 +618,10 @@ fn buffers(column: Column, kind: Kind) -> Step<Buffers> {
 }
 
 type Columns<'py> = Vec<(Option<Bound<'py, PyBytes>>, Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>, usize)>;
+type Decoded<'py> = (Vec<i64>, Option<Columns<'py>>, Vec<(String, u64)>);
+type FieldSpec = (String, String, bool, Option<usize>);
 
-/// Decode the part files ``blobs`` under ``fields`` (``(name, kind, required, maxLength or None)``,
-/// kind one of string, long, int, double, float, boolean). Returns ``(taken, columns, undeclared)``:
-/// each file's record count, or -1 where it declined the file; the taken files' rows, in file order,
-/// one ``(validity, values, offsets, nulls)`` per field (validity None without nulls; offsets: int32,
-/// strings only); the undeclared top-level fields of the taken records (name → records). None for
-/// ``columns`` when their strings outgrow 32-bit offsets (nothing taken then).
-#[pyfunction]
-fn decode<'py>(
-    py: Python<'py>,
-    blobs: Vec<Bound<'py, PyBytes>>,
-    fields: Vec<(String, String, bool, Option<usize>)>,
-) -> PyResult<(Vec<i64>, Option<Columns<'py>>, Vec<(String, u64)>)> {
+fn declared_fields(fields: Vec<FieldSpec>) -> PyResult<Vec<Field>> {
     let mut declared = Vec::with_capacity(fields.len());
     for (name, kind, required, max_length) in fields {
         let kind = match kind.as_str() {
@@ -647,33 +638,42 @@ fn decode<'py>(
         }
         declared.push(Field { name: name.into_bytes(), kind, required, max_length });
     }
-    let slices: Vec<&[u8]> = blobs.iter().map(|b| b.as_bytes()).collect();
-    let rows_guess = slices.iter().map(|b| b.len()).sum::<usize>() / (16 * declared.len().max(1));
-    let decoded = py.allow_threads(|| {
-        let mut decoder = Decoder {
-            fields: &declared,
-            index: declared.iter().enumerate().map(|(k, f)| (f.name.as_slice(), k)).collect(),
-            columns: declared.iter().map(|f| Column::with_capacity(f.kind, rows_guess)).collect(),
-            rows: 0,
-            undeclared: HashMap::new(),
-        };
-        let taken: Vec<i64> = slices.iter().map(|blob| decoder.file(blob).map_or(-1, |n| n as i64)).collect();
-        let columns: Step<Vec<Buffers>> =
-            decoder.columns.into_iter().zip(&declared).map(|(c, f)| buffers(c, f.kind)).collect();
-        (taken, columns.ok(), decoder.undeclared)
-    });
+    Ok(declared)
+}
+
+/// Every file ``file(i)`` gives (None: unreadable, declined), decoded under ``declared``.
+fn run<'b>(
+    declared: &[Field],
+    count: usize,
+    rows_guess: usize,
+    file: impl Fn(usize) -> Option<std::borrow::Cow<'b, [u8]>>,
+) -> (Vec<i64>, Option<Vec<Buffers>>, HashMap<Vec<u8>, u64>) {
+    let mut decoder = Decoder {
+        fields: declared,
+        index: declared.iter().enumerate().map(|(k, f)| (f.name.as_slice(), k)).collect(),
+        columns: declared.iter().map(|f| Column::with_capacity(f.kind, rows_guess)).collect(),
+        rows: 0,
+        undeclared: HashMap::new(),
+    };
+    let taken: Vec<i64> = (0..count)
+        .map(|i| match file(i) {
+            Some(blob) => decoder.file(&blob).map_or(-1, |n| n as i64),
+            None => -1,
+        })
+        .collect();
+    let columns: Step<Vec<Buffers>> =
+        decoder.columns.into_iter().zip(declared).map(|(c, f)| buffers(c, f.kind)).collect();
+    (taken, columns.ok(), decoder.undeclared)
+}
+
+fn to_python(py: Python<'_>, decoded: (Vec<i64>, Option<Vec<Buffers>>, HashMap<Vec<u8>, u64>)) -> Decoded<'_> {
     let (mut taken, columns, undeclared) = decoded;
     let columns = match columns {
         Some(columns) => Some(
             columns
                 .into_iter()
                 .map(|(v, values, o, nulls)| {
-                    (
-                        v.map(|v| PyBytes::new(py, &v)),
-                        PyBytes::new(py, &values),
-                        o.map(|o| PyBytes::new(py, &o)),
-                        nulls,
-                    )
+                    (v.map(|v| PyBytes::new(py, &v)), PyBytes::new(py, &values), o.map(|o| PyBytes::new(py, &o)), nulls)
                 })
                 .collect(),
         ),
@@ -686,10 +686,35 @@ fn decode<'py>(
         .into_iter()
         .map(|(name, n)| (String::from_utf8(name).unwrap_or_default(), n))
         .collect();
-    Ok((taken, columns, undeclared))
+    (taken, columns, undeclared)
+}
+
+/// Decode the part files ``blobs`` under ``fields`` (``(name, kind, required, maxLength or None)``,
+/// kind one of string, long, int, double, float, boolean). Returns ``(taken, columns, undeclared)``:
+/// each file's record count, or -1 where it declined the file; the taken files' rows, in file order,
+/// one ``(validity, values, offsets, nulls)`` per field (validity None without nulls; offsets: int32,
+/// strings only); the undeclared top-level fields of the taken records (name → records). None for
+/// ``columns`` when their strings outgrow 32-bit offsets (nothing taken then).
+#[pyfunction]
+fn decode<'py>(py: Python<'py>, blobs: Vec<Bound<'py, PyBytes>>, fields: Vec<FieldSpec>) -> PyResult<Decoded<'py>> {
+    let declared = declared_fields(fields)?;
+    let slices: Vec<&[u8]> = blobs.iter().map(|b| b.as_bytes()).collect();
+    let rows_guess = slices.iter().map(|b| b.len()).sum::<usize>() / (16 * declared.len().max(1));
+    let decoded = py.allow_threads(|| run(&declared, slices.len(), rows_guess, |i| Some(slices[i].into())));
+    Ok(to_python(py, decoded))
+}
+
+/// :func:`decode` of the local files ``paths``, read here (a file that cannot be read is declined:
+/// the caller reads it, and says why).
+#[pyfunction]
+fn decode_files(py: Python<'_>, paths: Vec<std::path::PathBuf>, fields: Vec<FieldSpec>) -> PyResult<Decoded<'_>> {
+    let declared = declared_fields(fields)?;
+    let decoded = py.allow_threads(|| run(&declared, paths.len(), 0, |i| std::fs::read(&paths[i]).ok().map(Into::into)));
+    Ok(to_python(py, decoded))
 }
 
 #[pymodule]
 fn lakeflow_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(decode, m)?)
+    m.add_function(wrap_pyfunction!(decode, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_files, m)?)
 }

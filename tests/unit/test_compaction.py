@@ -535,6 +535,8 @@ def test_the_first_of_each_key_is_kept_whether_or_not_key_hashes_collide(
     kept = writer.first_per_key(table)
     assert kept.column("timestamp_ms").to_pylist() == [20, 30, 40, 70, 80]
     assert kept.num_rows == writer.first_per_key(kept).num_rows
+    given = rows_module.key_hashes(table.select(list(SCHEMA.key)))  # as the readers' threads hash them
+    assert writer.first_per_key(table, given).column("timestamp_ms").to_pylist() == [20, 30, 40, 70, 80]
 
 
 def test_a_commit_whose_files_were_written_under_another_schema_is_refused(tmp_path: Path) -> None:

@@ -188,6 +188,11 @@ def test_the_parser_gives_the_same_result_with_and_without_it(monkeypatch: pytes
     without = Parser(schema)
     assert without.native is None
     b = without.parse(blobs)
+    assert_same(a, b)
+    assert a.rows.num_rows > 100 and b.bad
+
+
+def assert_same(a: parse.Parsed, b: parse.Parsed) -> None:
     order = ["_file", "seq", "sensor_id", "timestamp_ms", "temperature"]
     assert a.rows.sort_by([(c, "ascending") for c in order]).to_pylist() == \
         b.rows.sort_by([(c, "ascending") for c in order]).to_pylist()
@@ -195,7 +200,26 @@ def test_the_parser_gives_the_same_result_with_and_without_it(monkeypatch: pytes
     assert a.files == b.files
     assert sorted(a.bad, key=lambda r: (r.file, r.text)) == sorted(b.bad, key=lambda r: (r.file, r.text))
     assert a.undeclared == b.undeclared
-    assert a.rows.num_rows > 100 and b.bad
+
+
+@needs_native
+def test_local_files_are_read_by_the_decoder_and_the_declined_ones_by_the_caller(tmp_path) -> None:
+    rng = random.Random(11)
+    blobs = [random_file(rng) for _ in range(600)]
+    paths = []
+    for i, blob in enumerate(blobs):
+        (tmp_path / f"{i}.json").write_bytes(blob)
+        paths.append(str(tmp_path / f"{i}.json"))
+    paths.append(str(tmp_path / "gone.json"))  # unreadable here: declined, the caller's read says why
+    asked: list[int] = []
+
+    def read(indexes):
+        asked.extend(indexes)
+        return [blobs[i] if i < len(blobs) else b"" for i in indexes]
+
+    parser = Parser(load_schema())
+    assert_same(parser.parse_local(paths, read), parser.parse([*blobs, b""]))
+    assert len(blobs) in asked and 0 < len(asked) < len(paths) * 0.8
 
 
 def test_a_schema_of_nested_fields_is_not_decoded_natively() -> None:

@@ -71,6 +71,7 @@ def test_values_arrive_as_the_table_holds_them() -> None:
     ({"day": "2026-02-30"}, "field day: 2026-02-30 is no day of the calendar"),
     ({"ok": "true"}, "field ok: expected a boolean, got a string"),
     ({"samples": [{"x": 2**31}]}, "field samples[0].x: integer out of range for an int"),
+    ({"device_id": "\ud800"}, "field device_id: a lone surrogate escape (no Unicode character)"),  # (no UTF-8)
 ])
 def test_a_bad_record_is_set_aside_with_its_reason_and_text(change: dict, reason: str) -> None:
     good = [example(NESTED, n) for n in range(3)]

@@ -32,7 +32,7 @@ class ArrowEngine:
         ids = file_ids(files)
         named = [(ids[f.rel], f.rel) for f in files]
         with stage("read", f"parsing {len(files)} files ({sum(f.size for f in files)} bytes)"):
-            parsed = parse_files(named, self.raw, Parser(plan.schema), threads=pa.cpu_count())
+            parsed = parse_files(named, self.raw, Parser(plan.schema), threads=pa.cpu_count(), key=plan.schema.key)
         out = Compacted(
             files={f.rel: parsed.files[ids[f.rel]] for f in files if ids[f.rel] in parsed.files},
             undeclared=parsed.undeclared,
@@ -41,7 +41,7 @@ class ArrowEngine:
         writer = Writer(
             plan.schema, plan.table_schema, plan.spec, dict(plan.properties), self.target, threads=pa.cpu_count()
         )
-        rows = writer.first_per_key(parsed.rows)
+        rows = writer.first_per_key(parsed.rows, parsed.hashes)
         summaries = [s for s in out.files.values() if s.min_ms is not None and s.max_ms is not None]
         if rows.num_rows and plan.schema.key and summaries:
             lo = min(s.min_ms for s in summaries if s.min_ms is not None)
