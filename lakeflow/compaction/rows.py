@@ -94,15 +94,22 @@ class Writer:
         shared = ordered[1:][ordered[1:] == ordered[:-1]]
         if not len(shared):  # every key's hash differs: so does every key
             return rows
-        suspects = np.flatnonzero(np.isin(hashes, shared))  # rows whose key may occur twice: compared exactly
-        order = pa.array((rows.column(FILE).take(pa.array(suspects)).to_numpy().astype(np.int64) << 32) + suspects)
-        keyed = rows.select(list(self.schema.key)).take(pa.array(suspects)).append_column(ROW, order)
+        import pandas as pd  # (a hash table's lookups: numpy's isin sorts both arrays)
+
+        suspects = np.flatnonzero(pd.Series(hashes, copy=False).isin(shared).to_numpy())  # compared exactly
+        picked = rows.select([*self.schema.key, FILE]).take(pa.array(suspects))
+        order = pa.array((picked.column(FILE).to_numpy().astype(np.int64) << 32) + suspects)
+        keyed = picked.drop_columns([FILE]).append_column(ROW, order)
         firsts = keyed.group_by(list(self.schema.key), use_threads=False).aggregate([(ROW, "min")])
         if firsts.num_rows == len(suspects):
             return rows
-        dropped = np.setdiff1d(suspects, firsts.column(f"{ROW}_min").to_numpy() & 0xFFFFFFFF)
-        kept = np.delete(np.arange(rows.num_rows), dropped)
-        return rows.take(pa.array(kept))
+        kept = np.ones(rows.num_rows, dtype=bool)
+        kept[suspects] = False
+        kept[firsts.column(f"{ROW}_min").to_numpy() & 0xFFFFFFFF] = True
+        mask = pa.array(kept)
+        with ThreadPoolExecutor(max(1, self.threads)) as pool:  # a column a thread (pyarrow lets go of the GIL)
+            columns = list(pool.map(lambda column: pc.filter(column, mask), rows.columns))
+        return pa.Table.from_arrays(columns, schema=rows.schema)
 
     def without_keys(self, rows: pa.Table, keys: pa.Table) -> pa.Table:
         """``rows`` whose key is not among ``keys`` (null key parts match null)."""
