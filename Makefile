@@ -208,7 +208,7 @@ spark-up: install  ## start a standalone Spark cluster from the pyspark wheel (m
 spark-down:  ## stop the standalone Spark cluster of make spark-up
 	$(VENV)/bin/lakeflow spark down
 
-bench-compact: install  ## compaction vs DuckDB, DuckDB → pyiceberg append, a naive PySpark job and a pyarrow script (time, rows/s, peak RSS, CPU) at 1M and 10M readings (BENCH_SIZES=1m,10m); the engines' crossover; each engine with 1 % of the readings sent twice (BENCH_DUPLICATES=1); the Spark engine on 1 and 2 standalone workers
+bench-compact: install  ## compaction vs DuckDB, DuckDB → pyiceberg append, a naive PySpark job and a pyarrow script (time, rows/s, peak RSS, CPU) at 1M and 10M readings (BENCH_SIZES=1m,10m; BENCH_BASELINES=duckdb runs DuckDB alone beside lakeflow); the engines' crossover; each engine with 1 % of the readings sent twice (BENCH_DUPLICATES=1); the Spark engine on 1 and 2 standalone workers
 	$(PY) bench/bench_compact.py $(ARGS)
 
 bench-longrun: install  ## 300 compaction runs of 20 new files over 200,000 compacted ones: last 50 vs first 50 (goal <= 1.2x), then maintain

@@ -45,6 +45,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -282,14 +283,14 @@ def compaction(home, rows: int, engine: str, *extra: str, pythonpath: Optional[P
     return seconds, rss, r["engine"]
 
 
-def measure(rows: int, repeats: int, schema_name: str) -> dict[str, dict]:
+def measure(rows: int, repeats: int, schema_name: str, baselines: Sequence[str] = SCRIPTS) -> dict[str, dict]:
     home, made = generate(rows, schema_name)
     print(f"{rows:,} records of the {schema_name} schema in {-(-rows // PER_FILE):,} files "
           f"({'generated' if made else 'cached'} under {home.raw})", flush=True)
     out = home.home.parent / "out.parquet"
     flat = schema_name == "default"
     scripts = {name: [sys.executable, __file__, "--script", name, schema_name, str(home.raw), str(out)]
-               for name in SCRIPTS if flat or name not in ("pyarrow", "fixed-schema arrow")}
+               for name in SCRIPTS if name in baselines and (flat or name not in ("pyarrow", "fixed-schema arrow"))}
     runs: dict[str, list[tuple[float, int, float]]] = {}  # seconds, peak RSS, CPU seconds
     auto_engine = ""
     for i in range(repeats):  # interleaved, so that a noisy moment hits every contender
@@ -441,7 +442,14 @@ def main() -> int:
                         metavar="PCT", help="then each engine on the readings with PCT %% sent twice (env "
                         "BENCH_DUPLICATES; default 1; 0: skip)")
     parser.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster's scaling")
+    parser.add_argument("--baselines", default=os.environ.get("BENCH_BASELINES", ",".join(SCRIPTS)),
+                        help="comma-separated: which of the other contenders run (env BENCH_BASELINES; default "
+                        f"all: {', '.join(SCRIPTS)}; duckdb always, every ratio is against it)")
     args = parser.parse_args()
+    baselines = {b.strip() for b in args.baselines.split(",") if b.strip()} | {"duckdb"}
+    unknown = baselines - set(SCRIPTS)
+    if unknown:
+        parser.error(f"--baselines: unknown {', '.join(sorted(unknown))} (known: {', '.join(SCRIPTS)})")
     print(describe(), flush=True)  # what the figures below ran on
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from lakeflow.compaction.engine import CROSSOVER_BYTES
@@ -450,7 +458,7 @@ def main() -> int:
     sizes = {SIZES.get(n) or int(n): n for n in names}
     results: dict[int, dict[str, dict]] = {}
     for rows in sizes:
-        results[rows] = measure(rows, args.repeats, args.schema)
+        results[rows] = measure(rows, args.repeats, args.schema, sorted(baselines))
         table(results, args.repeats)  # after each size: a long run still reports what it measured
     cross = crossover(results)
     if cross is None:
