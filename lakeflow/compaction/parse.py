@@ -48,7 +48,8 @@ except ImportError:  # not built here (no cargo): the other paths parse the same
 
 # the compiled decoder's answer: each file's records (-1: declined), the taken rows' Arrow buffers per
 # field (validity, values, offsets, nulls), the undeclared fields seen (name, records)
-Decoded = tuple[list[int], list[tuple[bytes | None, bytes, bytes | None, int]] | None, list[tuple[str, int]]]
+NativeColumn = tuple[bytes | None, bytes, bytes | None, int]
+Decoded = tuple[list[int], list[NativeColumn] | None, list[tuple[str, int]]]
 
 FILE = "_file"  # index of the row's file in the batch
 CHUNK_BYTES = 32 * 1024 * 1024  # raw bytes parsed per pyarrow call
@@ -132,29 +133,28 @@ class Parser:
 
     def parse(self, blobs: Sequence[bytes]) -> Parsed:
         """Parse the files ``blobs`` (their index in it is their :data:`FILE`)."""
-        native = None if self.native is None or not blobs else native_decode
-        return self._parse(
-            len(blobs),
-            lambda indexes: [blobs[i] for i in indexes],
-            None if native is None else lambda: native(list(blobs), self.native),
-        )
+        return self._parse(blobs, native_decode, lambda indexes: [blobs[i] for i in indexes])
 
     def parse_local(self, paths: Sequence[str], read: Callable[[Sequence[int]], Sequence[bytes]]) -> Parsed:
         """Parse the local files ``paths`` (their index is their :data:`FILE`): the compiled decoder reads
         them itself; ``read(indexes)`` gives the bytes of the others (all of them without it)."""
-        native = None if self.native is None or not paths else native_decode_files
-        return self._parse(len(paths), read, None if native is None else lambda: native(list(paths), self.native))
+        return self._parse(paths, native_decode_files, read)
 
     def _parse(
-        self, count: int, read: Callable[[Sequence[int]], Sequence[bytes]], native: Callable[[], Decoded] | None
+        self,
+        files: Sequence[Any],
+        decode: Callable[[list[Any], list[tuple[str, str, bool, int | None]]], Decoded] | None,
+        read: Callable[[Sequence[int]], Sequence[bytes]],
     ) -> Parsed:
+        """``files`` (bytes or local paths) through ``decode`` (the compiled decoder's function for them)
+        first where it applies, the others, as ``read`` gives them, the other ways."""
         out = Parsed(rows=self.empty(), files={})
         tables: list[pa.Table] = []
         chunk: list[int] = []
         size = 0
-        pending: Sequence[int] = range(count)
-        if native is not None:
-            taken, pending = self._native(native(), count, out)
+        pending: Sequence[int] = range(len(files))
+        if self.native is not None and decode is not None and files:
+            taken, pending = self._native(decode(list(files), self.native), len(files), out)
             tables.append(taken)
         blobs = dict(zip(pending, read(pending), strict=True))
 
@@ -236,12 +236,7 @@ class Parser:
         ok = counts >= 0
         if columns is None or not ok.any():
             return self.empty(), list(range(count))
-        rows = int(counts[ok].sum())
-        arrays = []
-        for column, (validity, values, offsets, nulls) in zip(self.record_schema, columns, strict=True):
-            buffers = [None if validity is None else pa.py_buffer(validity)]
-            buffers += [pa.py_buffer(values)] if offsets is None else [pa.py_buffer(offsets), pa.py_buffer(values)]
-            arrays.append(pa.Array.from_buffers(column.type, rows, buffers, null_count=nulls))
+        arrays = native_arrays(self.record_schema.types, int(counts[ok].sum()), columns)
         files = np.flatnonzero(ok)
         arrays.append(pa.array(np.repeat(files.astype(np.int32), counts[ok])))
         table = pa.Table.from_arrays(arrays, schema=self.empty().schema)
@@ -305,6 +300,16 @@ class Parser:
         out.files.setdefault(index, FileSummary())
         rows = pa.Table.from_pylist(good, schema=self.record_schema)
         return rows.append_column(FILE, pa.array(np.full(len(good), index, dtype=np.int32)))
+
+
+def native_arrays(types: Sequence[pa.DataType], rows: int, columns: list[NativeColumn]) -> list[pa.Array]:
+    """The compiled decoder's columns (validity, values, offsets, nulls) as Arrow arrays of ``types``."""
+    arrays = []
+    for t, (validity, values, offsets, nulls) in zip(types, columns, strict=True):
+        buffers = [None if validity is None else pa.py_buffer(validity)]
+        buffers += [pa.py_buffer(values)] if offsets is None else [pa.py_buffer(offsets), pa.py_buffer(values)]
+        arrays.append(pa.Array.from_buffers(t, rows, buffers, null_count=nulls))
+    return arrays
 
 
 def _storable(row: dict[str, Any]) -> dict[str, Any]:

@@ -272,6 +272,34 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// At a container's opening byte: passes it, and its ``close`` too when it is empty (true then).
+    fn closes(&mut self, close: u8) -> Step<bool> {
+        self.i += 1;
+        self.ws();
+        let empty = self.peek()? == close;
+        if empty {
+            self.i += 1;
+        }
+        Ok(empty)
+    }
+
+    /// After a container's element: true past a comma (another element follows), false past ``close``.
+    fn another(&mut self, close: u8) -> Step<bool> {
+        self.ws();
+        match self.peek()? {
+            b',' => {
+                self.i += 1;
+                self.ws();
+                Ok(true)
+            }
+            c if c == close => {
+                self.i += 1;
+                Ok(false)
+            }
+            _ => Err(Decline),
+        }
+    }
+
     /// Any JSON value, checked and passed over (an undeclared field's).
     fn skip(&mut self, depth: usize, scratch: &mut Vec<u8>) -> Step<()> {
         if depth > MAX_DEPTH {
@@ -284,13 +312,8 @@ impl<'a> Reader<'a> {
                 self.string(scratch)
             }
             b'{' => {
-                self.i += 1;
-                self.ws();
-                if self.peek()? == b'}' {
-                    self.i += 1;
-                    return Ok(());
-                }
-                loop {
+                let mut more = !self.closes(b'}')?;
+                while more {
                     self.expect(b'"')?;
                     scratch.clear();
                     self.string(scratch)?;
@@ -298,42 +321,17 @@ impl<'a> Reader<'a> {
                     self.expect(b':')?;
                     self.ws();
                     self.skip(depth + 1, scratch)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.i += 1;
-                            self.ws();
-                        }
-                        b'}' => {
-                            self.i += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(Decline),
-                    }
+                    more = self.another(b'}')?;
                 }
+                Ok(())
             }
             b'[' => {
-                self.i += 1;
-                self.ws();
-                if self.peek()? == b']' {
-                    self.i += 1;
-                    return Ok(());
-                }
-                loop {
+                let mut more = !self.closes(b']')?;
+                while more {
                     self.skip(depth + 1, scratch)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => {
-                            self.i += 1;
-                            self.ws();
-                        }
-                        b']' => {
-                            self.i += 1;
-                            return Ok(());
-                        }
-                        _ => return Err(Decline),
-                    }
+                    more = self.another(b']')?;
                 }
+                Ok(())
             }
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
@@ -372,7 +370,10 @@ fn double(text: &[u8], is_integer: bool) -> Step<f64> {
         return integer(text).map(|v| v as f64); // exact below 2**53, and -0 is +0 as Python's int
     }
     // ASCII only (the number's grammar was checked)
-    let v: f64 = std::str::from_utf8(text).map_err(|_| Decline)?.parse().map_err(|_| Decline)?;
+    let v: f64 = std::str::from_utf8(text)
+        .map_err(|_| Decline)?
+        .parse()
+        .map_err(|_| Decline)?;
     if is_integer && v == 0.0 {
         return Ok(0.0);
     }
@@ -425,30 +426,14 @@ impl<'f> Decoder<'f> {
                 n = 1;
             }
             b'[' => {
-                r.i += 1;
-                r.ws();
-                if r.peek()? == b']' {
-                    r.i += 1;
-                } else {
-                    loop {
-                        if r.peek()? != b'{' {
-                            return Err(Decline);
-                        }
-                        self.record(&mut r, &mut scratch, undeclared)?;
-                        n += 1;
-                        r.ws();
-                        match r.peek()? {
-                            b',' => {
-                                r.i += 1;
-                                r.ws();
-                            }
-                            b']' => {
-                                r.i += 1;
-                                break;
-                            }
-                            _ => return Err(Decline),
-                        }
+                let mut more = !r.closes(b']')?;
+                while more {
+                    if r.peek()? != b'{' {
+                        return Err(Decline);
                     }
+                    self.record(&mut r, &mut scratch, undeclared)?;
+                    n += 1;
+                    more = r.another(b']')?;
                 }
             }
             _ => return Err(Decline),
@@ -460,54 +445,47 @@ impl<'f> Decoder<'f> {
         Ok(n)
     }
 
-    fn record(&mut self, r: &mut Reader, scratch: &mut Vec<u8>, undeclared: &mut Vec<(Vec<u8>, u64)>) -> Step<()> {
-        r.i += 1; // '{'
+    fn record(
+        &mut self,
+        r: &mut Reader,
+        scratch: &mut Vec<u8>,
+        undeclared: &mut Vec<(Vec<u8>, u64)>,
+    ) -> Step<()> {
         let mut seen = 0u64; // (at most 64 fields: see decode)
         let mut extra: Vec<Vec<u8>> = Vec::new();
         let mut hint = 0;
-        r.ws();
-        if r.peek()? != b'}' {
-            loop {
-                r.expect(b'"')?;
-                let key = r.key(scratch)?;
-                let at = if hint < self.fields.len() && self.fields[hint].name == key {
-                    Some(hint)
-                } else {
-                    self.index.get(key).copied()
-                };
-                r.ws();
-                r.expect(b':')?;
-                r.ws();
-                match at {
-                    Some(k) => {
-                        if seen & (1 << k) != 0 {
-                            return Err(Decline); // a duplicate declared key: Python keeps the last
-                        }
-                        seen |= 1 << k;
-                        hint = k + 1;
-                        self.value(k, r)?;
+        let mut more = !r.closes(b'}')?;
+        while more {
+            r.expect(b'"')?;
+            let key = r.key(scratch)?;
+            let at = if hint < self.fields.len() && self.fields[hint].name == key {
+                Some(hint)
+            } else {
+                self.index.get(key).copied()
+            };
+            r.ws();
+            r.expect(b':')?;
+            r.ws();
+            match at {
+                Some(k) => {
+                    if seen & (1 << k) != 0 {
+                        return Err(Decline); // a duplicate declared key: Python keeps the last
                     }
-                    None => {
-                        if extra.iter().any(|e| e.as_slice() == key) {
-                            return Err(Decline);
-                        }
-                        extra.push(key.to_vec());
-                        let mut inner = Vec::new();
-                        r.skip(0, &mut inner)?;
-                    }
+                    seen |= 1 << k;
+                    hint = k + 1;
+                    self.value(k, r)?;
                 }
-                r.ws();
-                match r.peek()? {
-                    b',' => {
-                        r.i += 1;
-                        r.ws();
+                None => {
+                    if extra.iter().any(|e| e.as_slice() == key) {
+                        return Err(Decline);
                     }
-                    b'}' => break,
-                    _ => return Err(Decline),
+                    extra.push(key.to_vec());
+                    let mut inner = Vec::new();
+                    r.skip(0, &mut inner)?;
                 }
             }
+            more = r.another(b'}')?;
         }
-        r.i += 1; // '}'
         for (k, field) in self.fields.iter().enumerate() {
             if seen & (1 << k) == 0 {
                 if field.required {
@@ -545,7 +523,9 @@ impl<'f> Decoder<'f> {
                 r.string(&mut column.text)?;
                 if let Some(limit) = field.max_length {
                     let added = &column.text[start..];
-                    if added.len() > limit && added.iter().filter(|b| (**b & 0xC0) != 0x80).count() > limit {
+                    if added.len() > limit
+                        && added.iter().filter(|b| (**b & 0xC0) != 0x80).count() > limit
+                    {
                         return Err(Decline);
                     }
                 }
@@ -603,7 +583,11 @@ fn bits(bytes: &[u8]) -> Vec<u8> {
 type Buffers = (Option<Vec<u8>>, Vec<u8>, Option<Vec<u8>>, usize);
 
 fn buffers(column: Column, kind: Kind) -> Step<Buffers> {
-    let validity = if column.nulls > 0 { Some(bits(&column.valid)) } else { None };
+    let validity = if column.nulls > 0 {
+        Some(bits(&column.valid))
+    } else {
+        None
+    };
     Ok(match kind {
         Kind::Str => {
             let mut offsets = Vec::with_capacity(column.offsets.len() * 4);
@@ -617,7 +601,12 @@ fn buffers(column: Column, kind: Kind) -> Step<Buffers> {
     })
 }
 
-type Columns<'py> = Vec<(Option<Bound<'py, PyBytes>>, Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>, usize)>;
+type Columns<'py> = Vec<(
+    Option<Bound<'py, PyBytes>>,
+    Bound<'py, PyBytes>,
+    Option<Bound<'py, PyBytes>>,
+    usize,
+)>;
 type Decoded<'py> = (Vec<i64>, Option<Columns<'py>>, Vec<(String, u64)>);
 type FieldSpec = (String, String, bool, Option<usize>);
 
@@ -631,12 +620,23 @@ fn declared_fields(fields: Vec<FieldSpec>) -> PyResult<Vec<Field>> {
             "double" => Kind::Double,
             "float" => Kind::Float,
             "boolean" => Kind::Bool,
-            other => return Err(PyValueError::new_err(format!("no native decoding of kind {other:?}"))),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no native decoding of kind {other:?}"
+                )))
+            }
         };
         if declared.len() == 64 {
-            return Err(PyValueError::new_err("no native decoding of more than 64 fields"));
+            return Err(PyValueError::new_err(
+                "no native decoding of more than 64 fields",
+            ));
         }
-        declared.push(Field { name: name.into_bytes(), kind, required, max_length });
+        declared.push(Field {
+            name: name.into_bytes(),
+            kind,
+            required,
+            max_length,
+        });
     }
     Ok(declared)
 }
@@ -650,8 +650,15 @@ fn run<'b>(
 ) -> (Vec<i64>, Option<Vec<Buffers>>, HashMap<Vec<u8>, u64>) {
     let mut decoder = Decoder {
         fields: declared,
-        index: declared.iter().enumerate().map(|(k, f)| (f.name.as_slice(), k)).collect(),
-        columns: declared.iter().map(|f| Column::with_capacity(f.kind, rows_guess)).collect(),
+        index: declared
+            .iter()
+            .enumerate()
+            .map(|(k, f)| (f.name.as_slice(), k))
+            .collect(),
+        columns: declared
+            .iter()
+            .map(|f| Column::with_capacity(f.kind, rows_guess))
+            .collect(),
         rows: 0,
         undeclared: HashMap::new(),
     };
@@ -661,19 +668,31 @@ fn run<'b>(
             None => -1,
         })
         .collect();
-    let columns: Step<Vec<Buffers>> =
-        decoder.columns.into_iter().zip(declared).map(|(c, f)| buffers(c, f.kind)).collect();
+    let columns: Step<Vec<Buffers>> = decoder
+        .columns
+        .into_iter()
+        .zip(declared)
+        .map(|(c, f)| buffers(c, f.kind))
+        .collect();
     (taken, columns.ok(), decoder.undeclared)
 }
 
-fn to_python(py: Python<'_>, decoded: (Vec<i64>, Option<Vec<Buffers>>, HashMap<Vec<u8>, u64>)) -> Decoded<'_> {
+fn to_python(
+    py: Python<'_>,
+    decoded: (Vec<i64>, Option<Vec<Buffers>>, HashMap<Vec<u8>, u64>),
+) -> Decoded<'_> {
     let (mut taken, columns, undeclared) = decoded;
     let columns = match columns {
         Some(columns) => Some(
             columns
                 .into_iter()
                 .map(|(v, values, o, nulls)| {
-                    (v.map(|v| PyBytes::new(py, &v)), PyBytes::new(py, &values), o.map(|o| PyBytes::new(py, &o)), nulls)
+                    (
+                        v.map(|v| PyBytes::new(py, &v)),
+                        PyBytes::new(py, &values),
+                        o.map(|o| PyBytes::new(py, &o)),
+                        nulls,
+                    )
                 })
                 .collect(),
         ),
@@ -696,20 +715,36 @@ fn to_python(py: Python<'_>, decoded: (Vec<i64>, Option<Vec<Buffers>>, HashMap<V
 /// strings only); the undeclared top-level fields of the taken records (name → records). None for
 /// ``columns`` when their strings outgrow 32-bit offsets (nothing taken then).
 #[pyfunction]
-fn decode<'py>(py: Python<'py>, blobs: Vec<Bound<'py, PyBytes>>, fields: Vec<FieldSpec>) -> PyResult<Decoded<'py>> {
+fn decode<'py>(
+    py: Python<'py>,
+    blobs: Vec<Bound<'py, PyBytes>>,
+    fields: Vec<FieldSpec>,
+) -> PyResult<Decoded<'py>> {
     let declared = declared_fields(fields)?;
     let slices: Vec<&[u8]> = blobs.iter().map(|b| b.as_bytes()).collect();
     let rows_guess = slices.iter().map(|b| b.len()).sum::<usize>() / (16 * declared.len().max(1));
-    let decoded = py.allow_threads(|| run(&declared, slices.len(), rows_guess, |i| Some(slices[i].into())));
+    let decoded = py.allow_threads(|| {
+        run(&declared, slices.len(), rows_guess, |i| {
+            Some(slices[i].into())
+        })
+    });
     Ok(to_python(py, decoded))
 }
 
 /// :func:`decode` of the local files ``paths``, read here (a file that cannot be read is declined:
 /// the caller reads it, and says why).
 #[pyfunction]
-fn decode_files(py: Python<'_>, paths: Vec<std::path::PathBuf>, fields: Vec<FieldSpec>) -> PyResult<Decoded<'_>> {
+fn decode_files(
+    py: Python<'_>,
+    paths: Vec<std::path::PathBuf>,
+    fields: Vec<FieldSpec>,
+) -> PyResult<Decoded<'_>> {
     let declared = declared_fields(fields)?;
-    let decoded = py.allow_threads(|| run(&declared, paths.len(), 0, |i| std::fs::read(&paths[i]).ok().map(Into::into)));
+    let decoded = py.allow_threads(|| {
+        run(&declared, paths.len(), 0, |i| {
+            std::fs::read(&paths[i]).ok().map(Into::into)
+        })
+    });
     Ok(to_python(py, decoded))
 }
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from lakeflow.compaction import parse
-from lakeflow.compaction.parse import NATIVE_KINDS, Parser, _storable, native_decode, records_of
+from lakeflow.compaction.parse import NATIVE_KINDS, Parser, _storable, native_arrays, native_decode, records_of
 from lakeflow.schema import load_schema
 from lakeflow.schema.records import Invalid, RecordContract
 from tests.unit.test_record_contract import CASES, VECTORS
@@ -55,11 +55,7 @@ def native(blobs: list[bytes], fields: list[dict]) -> tuple[list[int], list[dict
     assert native_decode is not None
     taken, columns, _ = native_decode(blobs, native_fields(fields))
     rows = sum(t for t in taken if t > 0)
-    arrays = []
-    for f, (validity, values, offsets, nulls) in zip(fields, columns, strict=True):
-        buffers = [None if validity is None else pa.py_buffer(validity)]
-        buffers += [pa.py_buffer(values)] if offsets is None else [pa.py_buffer(offsets), pa.py_buffer(values)]
-        arrays.append(pa.Array.from_buffers(TYPES[f["type"]["kind"]], rows, buffers, null_count=nulls))
+    arrays = native_arrays([TYPES[f["type"]["kind"]] for f in fields], rows, columns)
     table = pa.Table.from_arrays(arrays, names=[f["name"] for f in fields])
     table.validate(full=True)
     return taken, table.to_pylist()
