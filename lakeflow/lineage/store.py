@@ -22,6 +22,7 @@ FILE_MODE = 0o640  # the owner writes, the group reads
 JOB_NAMESPACE = "flink"  # lakeflow's listener's, and the harvest's own OpenLineage namespace for Flink jobs
 
 log = logging.getLogger(__name__)
+_LIFECYCLE = {"START": 0, "RUNNING": 1}  # then the run's end: COMPLETE, FAIL or ABORT
 
 
 def write(directory: Path, event: Mapping[str, Any]) -> Path:
@@ -41,7 +42,7 @@ def read_events(directory: Path) -> Iterator[dict[str, Any]]:
     """Every readable event in the store, oldest first; unreadable files are logged and skipped."""
     if not directory.is_dir():
         return
-    for path in sorted(directory.glob("*.json")):
+    for path in sorted(directory.glob("*.json"), key=_age):
         try:
             event = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
@@ -51,6 +52,13 @@ def read_events(directory: Path) -> Iterator[dict[str, Any]]:
             yield event
         else:
             log.warning("skipping %s: not an OpenLineage run event", path.name)
+
+
+def _age(path: Path) -> tuple[str, int, str]:
+    """Where an event file sorts, oldest first: by its time and run, then a run's START before the events
+    that follow it when they share a time (their names alone would put COMPLETE first)."""
+    head, _, kind = path.stem.rpartition("-")
+    return head, _LIFECYCLE.get(kind, len(_LIFECYCLE)), kind
 
 
 def is_flink(event: Mapping[str, Any]) -> bool:

@@ -303,3 +303,18 @@ def test_the_file_transport_writes_what_is_sent(recorded_jobmanager, tmp_path):
     text = (tmp_path / "events.jsonl").read_text()
     assert text == "".join(Serde.to_json(e) + "\n" for e in events)  # the library's own serialization
     assert not list(tmp_path.glob(".events.jsonl*"))  # written to a temporary file, renamed
+
+
+def test_a_runs_events_of_the_same_time_are_read_start_first(tmp_path):
+    """A run fast enough that its START and COMPLETE share a time stamp: the store still reads START first
+    (the file names alone sort COMPLETE before START), and earlier times before later ones."""
+    from lakeflow.lineage.store import write
+
+    def event(kind: str, time: str, run: str) -> dict:
+        return {"eventType": kind, "eventTime": time, "run": {"runId": run}, "job": {"namespace": "n", "name": "j"}}
+
+    for e in (event("COMPLETE", "2026-12-02T09:00:00.123Z", "r1"), event("START", "2026-12-02T09:00:00.123Z", "r1"),
+              event("FAIL", "2026-12-02T09:00:01.000Z", "r0"), event("START", "2026-12-02T09:00:00.500Z", "r0")):
+        write(tmp_path, e)
+    assert [(e["run"]["runId"], e["eventType"]) for e in read_events(tmp_path)] == [
+        ("r1", "START"), ("r1", "COMPLETE"), ("r0", "START"), ("r0", "FAIL")]
