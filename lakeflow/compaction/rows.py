@@ -36,6 +36,7 @@ from lakeflow.schema.model import TableSchema
 
 ROW = "_row"  # a row's place in the batch: file index (high 32 bits), then position
 WRITTEN = "_written"  # the data file a row went into: its place in the written list
+SPLIT_MIN_ROWS = 250_000  # a data file split off so that another thread writes it holds at least this many rows
 _US = {"hour": 3_600_000_000, "day": 86_400_000_000}
 _LABEL = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -165,7 +166,8 @@ class Writer:
         self, rows: pa.Table, files: int, folder: str, prefix: str, keys: list[pa.Table] | None = None
     ) -> list[WrittenFile]:
         """Write ``rows`` (the declared fields and :data:`FILE`, key-unique) as about ``files`` data files
-        under the target-relative ``folder``, each within one partition, sorted; names start with
+        (or one a thread, of at least :data:`SPLIT_MIN_ROWS` rows, when that is more) under the
+        target-relative ``folder``, each within one partition, sorted; names start with
         ``prefix``. With ``keys``, each file's keys and :data:`FILE` are appended to it (``WRITTEN``:
         the file's place in the result)."""
         if rows.num_rows == 0:
@@ -180,6 +182,8 @@ class Writer:
         parts = [p.take(order) for p in parts]
         cuts = _partition_cuts(parts, rows.num_rows)
         step = max(1, math.ceil(rows.num_rows / max(1, files)))
+        if self.threads > 1:  # a file a thread rather than one file on one core, when the files stay large
+            step = min(step, max(SPLIT_MIN_ROWS, math.ceil(rows.num_rows / self.threads)))
         ms = self._event_ms(rows)[order.to_numpy()]
         pieces: list[tuple[int, int, tuple[Any, ...], str, str]] = []  # start, end, partition, its path, name
         for lo, hi in zip(cuts, cuts[1:], strict=False):
@@ -211,8 +215,10 @@ class Writer:
 
         if self.threads <= 1 or len(pieces) < 2:
             return [write_piece(*piece) for piece in pieces]
+        largest_first = sorted(range(len(pieces)), key=lambda n: pieces[n][0] - pieces[n][1])  # (no thread idle long)
         with ThreadPoolExecutor(min(self.threads, len(pieces))) as pool:  # pyarrow writes without the GIL
-            return list(pool.map(lambda piece: write_piece(*piece), pieces))
+            done = dict(zip(largest_first, pool.map(lambda n: write_piece(*pieces[n]), largest_first), strict=True))
+        return [done[n] for n in range(len(pieces))]
 
     def rewrite(self, old: WrittenFile, drop: pa.Table, rel: str) -> WrittenFile | None:
         """``old`` written again as ``rel`` without the rows whose key is in ``drop``; None if none is left."""

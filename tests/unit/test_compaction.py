@@ -539,6 +539,36 @@ def test_the_first_of_each_key_is_kept_whether_or_not_key_hashes_collide(
     assert writer.first_per_key(table, given).column("timestamp_ms").to_pylist() == [20, 30, 40, 70, 80]
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_partition_too_small_for_two_target_files_is_split_a_file_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int
+) -> None:
+    """With two threads, a partition the target size would write as one file becomes two files of at least
+    SPLIT_MIN_ROWS rows (both cores encode Parquet), each sorted, the second's rows after the first's, in
+    the order of their names; a partition too small stays one file, and one thread writes one file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import lakeflow.compaction.rows as rows_module
+    from lakeflow.compaction.files import Storage
+    from lakeflow.compaction.parse import FILE
+
+    monkeypatch.setattr(rows_module, "SPLIT_MIN_ROWS", 3)
+    readings = [_reading(seq, DAY_MS + 1000 * ((seq * 7) % 10)) for seq in range(10)]  # one day, shuffled
+    readings += [_reading(seq, 2 * DAY_MS + seq) for seq in (11, 10)]  # the next day: two rows
+    table = pa.Table.from_pylist(readings).append_column(FILE, pa.array([0] * len(readings), pa.int32()))
+    writer = rows_module.Writer(
+        SCHEMA, SCHEMA.iceberg_schema(), SCHEMA.partition_spec(SCHEMA.iceberg_schema()), {},
+        Storage(tmp_path.as_uri()), threads=threads,
+    )
+    written = writer.write(table, 1, "staging", "part")
+    assert [w.records for w in written] == ([6, 4, 2] if threads == 2 else [10, 2])  # (12 rows: 6 a thread)
+    assert [w.rel for w in written] == sorted(w.rel for w in written)
+    times = [pq.read_table(tmp_path / w.rel).column("timestamp_ms").to_pylist() for w in written]
+    assert [t for file in times for t in file] == sorted(r["timestamp_ms"] for r in readings)
+    assert [(w.min_ms, w.max_ms) for w in written] == [(min(t), max(t)) for t in times]
+
+
 def test_a_commit_whose_files_were_written_under_another_schema_is_refused(tmp_path: Path) -> None:
     """Two compactors racing an evolution: the loser's files were written with the schema it planned; the
     winner changed the table's schema meanwhile, so the loser's commit conflicts instead of landing files

@@ -54,7 +54,7 @@ class ArrowEngine:
                     )
                     rows = writer.without_keys(rows, keys)
         out.duplicates_dropped = parsed.rows.num_rows - rows.num_rows
-        with stage("write", f"{rows.num_rows} rows → {plan.file_count(rows.num_rows)} data file(s)"):
+        with stage("write", f"{rows.num_rows} rows → data files, {writer.threads} at a time"):
             out.written = writer.write(rows, plan.file_count(rows.num_rows), plan.staging, "part")
         return out
 

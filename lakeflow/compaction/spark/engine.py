@@ -45,7 +45,7 @@ from lakeflow.compaction.task import TaskResult, file_ids, run_task
 from lakeflow.schema.arrow import record_type
 
 log = logging.getLogger(__name__)
-BATCH_BYTES = 64 << 20  # raw bytes a task parses, at most (the shares: a whole number per core)
+BATCH_BYTES = 128 << 20  # raw bytes a task parses, at most (the shares: a whole number per core)
 # up to this many raw bytes (~2.7 million records of the default schema, ~22 MB of hashes), the tasks hand
 # their key hashes to the driver in their results; above, they write them for a second stage to compare
 HASHES_TO_DRIVER_BYTES = 512 << 20
