@@ -43,6 +43,7 @@ from lakeflow.compaction.config import (
     metrics_export,
     schedule,
 )
+from lakeflow.runtime.memory import cycle_collector_paused
 
 if TYPE_CHECKING:
     from lakeflow.compaction.continuous import Served
@@ -234,7 +235,8 @@ def compaction_pipeline() -> Pipeline:
     if spec is None or spec.loader is None or not JOB.is_file():
         raise FileNotFoundError(f"{JOB} not found: run from a lakeflow checkout (pip install -e .)")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with cycle_collector_paused():  # (its imports: pyiceberg's catalog, OpenLineage's client…)
+        spec.loader.exec_module(module)
     return module.compact
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from lakeflow import __version__
 from lakeflow.errors import LakeflowError
+from lakeflow.runtime.memory import cycle_collector_paused, no_collection_at_exit
 
 # module → the commands it registers (tests/unit/test_cli.py keeps them exact)
 COMMAND_MODULES = {
@@ -55,8 +56,9 @@ def _parser(modules: Iterable[str]) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lakeflow {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in modules:
-        importlib.import_module(name).register(sub)
+    with cycle_collector_paused():  # (the libraries' objects: a full collection would walk them all, again)
+        for name in modules:
+            importlib.import_module(name).register(sub)
     return parser
 
 
@@ -120,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_command(f"lakeflow {args.command}", lambda: args.handler(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    finally:
+        if argv is None:  # the process's own command line: the process ends next
+            no_collection_at_exit()
 
 
 if __name__ == "__main__":

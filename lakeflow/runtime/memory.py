@@ -68,3 +68,10 @@ def cycle_collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def no_collection_at_exit() -> None:
+    """For a process about to end: put every object out of the cycle collector's reach, so the interpreter's
+    last collection does not walk them all on the way out (~0.2 s for the libraries a compaction loads, of a
+    ~2 s run); the operating system takes the memory back. Cyclic garbage made before is never collected."""
+    gc.freeze()
