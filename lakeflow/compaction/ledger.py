@@ -286,7 +286,9 @@ def _segment_entries(data: bytes, rel: str) -> dict[str, Entry]:
 
 
 def _gzip(body: object) -> bytes:
-    return gzip.compress(json.dumps(body, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+    """``body`` as compact JSON, gzipped at level 1: a run's segment of 100,000 entries (17 MB of JSON) in
+    0.07 s instead of level 6's 0.18 s, for ~10 % more bytes."""
+    return gzip.compress(json.dumps(body, separators=(",", ":")).encode(), compresslevel=1, mtime=0)
 
 
 def entries_for(
@@ -297,13 +299,5 @@ def entries_for(
     reasons: Mapping[str, str] | None = None,
 ) -> dict[str, Entry]:
     """Ledger entries for files consumed by this run."""
-    return {
-        f.rel: Entry(
-            status=status,
-            size=f.size,
-            run_id=run_id,
-            rows=(rows or {}).get(f.rel, 0),
-            reason=(reasons or {}).get(f.rel, ""),
-        )
-        for f in files
-    }
+    rows, reasons = rows or {}, reasons or {}
+    return {f.rel: Entry(status, f.size, run_id, rows.get(f.rel, 0), reasons.get(f.rel, "")) for f in files}

@@ -37,6 +37,7 @@ from lakeflow.schema.model import TableSchema
 ROW = "_row"  # a row's place in the batch: file index (high 32 bits), then position
 WRITTEN = "_written"  # the data file a row went into: its place in the written list
 SPLIT_MIN_ROWS = 250_000  # a data file split off so that another thread writes it holds at least this many rows
+_ORDER_KEEPING = (IdentityTransform, YearTransform, MonthTransform, DayTransform, HourTransform)
 _US = {"hour": 3_600_000_000, "day": 86_400_000_000}
 _LABEL = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -178,7 +179,8 @@ class Writer:
         keyed = rows.select([n for n in self.schema.sort_by])
         for name, values in zip(names, parts, strict=True):
             keyed = keyed.append_column(name, values)
-        order = pc.sort_indices(keyed, sort_keys=[(n, "ascending") for n in (*names, *self.schema.sort_by)])
+        by = self.schema.sort_by if self._sorted_by_partition() else (*names, *self.schema.sort_by)
+        order = pc.sort_indices(keyed, sort_keys=[(n, "ascending") for n in by])
         parts = [p.take(order) for p in parts]
         cuts = _partition_cuts(parts, rows.num_rows)
         step = max(1, math.ceil(rows.num_rows / max(1, files)))
@@ -219,6 +221,16 @@ class Writer:
         with ThreadPoolExecutor(min(self.threads, len(pieces))) as pool:  # pyarrow writes without the GIL
             done = dict(zip(largest_first, pool.map(lambda n: write_piece(*pieces[n]), largest_first), strict=True))
         return [done[n] for n in range(len(pieces))]
+
+    def _sorted_by_partition(self) -> bool:
+        """Whether rows in sort order are in partition order too: each partition field an order-keeping
+        transform (identity, year, month, day, hour) of the first sort column — the partition values then
+        need no sorting of their own (a fifth of the sort's time at 10M readings)."""
+        first = self.schema.sort_by[0] if self.schema.sort_by else None
+        return first is not None and all(
+            isinstance(p.transform, _ORDER_KEEPING) and self.table_schema.find_column_name(p.source_id) == first
+            for p in self.spec.fields
+        )
 
     def rewrite(self, old: WrittenFile, drop: pa.Table, rel: str) -> WrittenFile | None:
         """``old`` written again as ``rel`` without the rows whose key is in ``drop``; None if none is left."""

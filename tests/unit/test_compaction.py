@@ -569,6 +569,39 @@ def test_a_partition_too_small_for_two_target_files_is_split_a_file_a_thread(
     assert [(w.min_ms, w.max_ms) for w in written] == [(min(t), max(t)) for t in times]
 
 
+def test_partition_values_are_sorted_on_their_own_unless_the_sort_order_implies_them(tmp_path: Path) -> None:
+    """Days of the first sort column follow its order: the rows are sorted by the sort columns alone, and
+    each file holds one day. A partition on another column (identity of the location) must be sorted
+    first: each file then holds one location, its rows in time order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    import lakeflow.compaction.rows as rows_module
+    from lakeflow.compaction.files import Storage
+    from lakeflow.compaction.parse import FILE
+
+    table = SCHEMA.iceberg_schema()
+    by_location = PartitionSpec(PartitionField(
+        source_id=table.find_field("location").field_id, field_id=1000, transform=IdentityTransform(),
+        name="location"))
+    day = 86_400_000
+    readings = [{**_reading(seq, DAY_MS + seq * day // 3), "location": "zeta" if seq % 2 else "alpha"}
+                for seq in (5, 2, 7, 0, 3, 6, 1, 4)]  # three days, two locations, shuffled
+    rows = pa.Table.from_pylist(readings).append_column(FILE, pa.array([0] * len(readings), pa.int32()))
+    for spec, implied, value_of in ((SCHEMA.partition_spec(table), True, lambda r: (r["timestamp_ms"] - DAY_MS) // day),
+                                    (by_location, False, lambda r: r["location"])):
+        folder = tmp_path / str(implied)
+        writer = rows_module.Writer(SCHEMA, table, spec, {}, Storage(folder.as_uri()))
+        assert writer._sorted_by_partition() is implied
+        written = writer.write(rows, 1, "staging", "part")
+        files = [pq.read_table(folder / w.rel).to_pylist() for w in written]
+        assert [len({value_of(r) for r in f}) for f in files] == [1] * len(files)  # one partition a file
+        assert len(files) == len({value_of(r) for r in readings})
+        assert all([r["timestamp_ms"] for r in f] == sorted(r["timestamp_ms"] for r in f) for f in files)
+
+
 def test_a_commit_whose_files_were_written_under_another_schema_is_refused(tmp_path: Path) -> None:
     """Two compactors racing an evolution: the loser's files were written with the schema it planned; the
     winner changed the table's schema meanwhile, so the loser's commit conflicts instead of landing files
