@@ -308,13 +308,15 @@ def check_readable(table: Table) -> None:
     """For an S3 table the REST catalog loaded without storage credentials, ask for them, so that a
     principal that may see the table but not read it is refused by the catalog, in one line (403
     ``read_data``), rather than by the storage (with STS off none are vended, and none is refused)."""
+    if urlparse(table.location()).scheme not in S3_SCHEMES:  # (a local table: the REST client not even imported)
+        return
     from pyiceberg.catalog.rest import Endpoints, RestCatalog
     from pyiceberg.catalog.rest.response import _handle_non_200_response
     from pyiceberg.exceptions import NoSuchTableError
     from requests import HTTPError
 
     catalog = table.catalog
-    if not isinstance(catalog, RestCatalog) or urlparse(table.location()).scheme not in S3_SCHEMES:
+    if not isinstance(catalog, RestCatalog):
         return
     if parse_vended(table.location(), table.io.properties, None).has_keys:
         return
