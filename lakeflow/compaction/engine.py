@@ -87,7 +87,8 @@ class Engine(Protocol):
 ARROW_PEAK_PER_RAW_BYTE = 1.5  # arrow peak RSS / raw batch bytes; measured ~489 MiB + 1.09x (make bench-compact)
 # Above this many raw bytes Spark (local, all cores) compacts faster than arrow: make bench-compact's
 # crossover of the engines' fitted times (2 cores, 2026-12-02, quiet: ~57M readings of ~190 bytes,
-# 10,140 MiB; rounded down), above COMPACT_MAX_BATCH_MB's default: a local run takes arrow.
+# 10,140 MiB; rounded down; a later fit that day, both engines faster, put it past 100 GiB), above
+# COMPACT_MAX_BATCH_MB's default: a local run takes arrow.
 CROSSOVER_BYTES = 8_000 << 20
 
 
