@@ -287,7 +287,7 @@ def _segment_entries(data: bytes, rel: str) -> dict[str, Entry]:
 
 def _gzip(body: object) -> bytes:
     """``body`` as compact JSON, gzipped at level 1: a run's segment of 100,000 entries (17 MB of JSON) in
-    0.07 s instead of level 6's 0.18 s, for ~10 % more bytes."""
+    0.07 s instead of level 6's 0.18 s, for ~16 % more bytes (10M readings: 539 KB, not 463 KB)."""
     return gzip.compress(json.dumps(body, separators=(",", ":")).encode(), compresslevel=1, mtime=0)
 
 
