@@ -175,12 +175,9 @@ class Writer:
             return []
         rows = self.with_time_column(rows)
         parts = self.partition_values(rows)
-        names = [f"_p{i}" for i in range(len(parts))]
-        keyed = rows.select([n for n in self.schema.sort_by])
-        for name, values in zip(names, parts, strict=True):
-            keyed = keyed.append_column(name, values)
-        by = self.schema.sort_by if self._sorted_by_partition() else (*names, *self.schema.sort_by)
-        order = pc.sort_indices(keyed, sort_keys=[(n, "ascending") for n in by])
+        first = {} if self._sorted_by_partition() else {f"_p{i}": values for i, values in enumerate(parts)}
+        keyed = pa.table({**first, **{n: rows.column(n) for n in self.schema.sort_by}})
+        order = pc.sort_indices(keyed, sort_keys=[(n, "ascending") for n in keyed.column_names])
         parts = [p.take(order) for p in parts]
         cuts = _partition_cuts(parts, rows.num_rows)
         step = max(1, math.ceil(rows.num_rows / max(1, files)))
@@ -217,10 +214,10 @@ class Writer:
 
         if self.threads <= 1 or len(pieces) < 2:
             return [write_piece(*piece) for piece in pieces]
-        largest_first = sorted(range(len(pieces)), key=lambda n: pieces[n][0] - pieces[n][1])  # (no thread idle long)
+        largest_first = sorted(pieces, key=lambda piece: piece[0] - piece[1])  # (no thread left idle long)
         with ThreadPoolExecutor(min(self.threads, len(pieces))) as pool:  # pyarrow writes without the GIL
-            done = dict(zip(largest_first, pool.map(lambda n: write_piece(*pieces[n]), largest_first), strict=True))
-        return [done[n] for n in range(len(pieces))]
+            writing = {piece[4]: pool.submit(write_piece, *piece) for piece in largest_first}  # (by name)
+            return [writing[rel].result() for *_, rel in pieces]
 
     def _sorted_by_partition(self) -> bool:
         """Whether rows in sort order are in partition order too: each partition field an order-keeping
