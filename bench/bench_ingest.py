@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -189,6 +190,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--schema", type=Path, help="a declared schema (TABLE_SCHEMA) instead of the default")
     parser.add_argument("--skip-make-run", action="store_true")
+    parser.add_argument("--make-run-repeats", type=int, default=3, help="runs of make run per interval (the median)")
     args = parser.parse_args()
     print(describe(), flush=True)  # what the figures below ran on
 
@@ -217,10 +219,13 @@ def main() -> int:
             subprocess.run([sys.executable, "-m", "lakeflow.cli", "flink-cds"], cwd=ROOT, check=True,
                            stdout=subprocess.DEVNULL)  # as make run builds it
             for interval_ms, batch in ((15_000, 10), (1_000, 10)):
-                first, total = time_make_run(work / f"make-run-{interval_ms}", interval_ms, batch)
+                timings = [time_make_run(work / f"make-run-{interval_ms}-{i}", interval_ms, batch)
+                           for i in range(args.make_run_repeats)]
+                first, total = (statistics.median(column) for column in zip(*timings, strict=True))
+                samples = ", ".join(f"{one:.1f}" for one, _ in timings)
                 verdict = f" (target ≤ 5 s: {'met' if first <= 5 else 'NOT met'})" if interval_ms == 1_000 else ""
-                print(f"make run  BATCH_INTERVAL_MS={interval_ms}: first committed file after {first:.1f} s{verdict}, "
-                      f"ended after {total:.1f} s", flush=True)
+                print(f"make run  BATCH_INTERVAL_MS={interval_ms}: first committed file after {first:.1f} s{verdict} "
+                      f"(median of runs {samples} s), ended after {total:.1f} s", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -602,6 +602,34 @@ def test_partition_values_are_sorted_on_their_own_unless_the_sort_order_implies_
         assert all([r["timestamp_ms"] for r in f] == sorted(r["timestamp_ms"] for r in f) for f in files)
 
 
+@pytest.mark.parametrize("transform", ["day", "hour"])
+def test_day_and_hour_partition_values_are_icebergs_across_chunks_and_before_1970(
+    tmp_path: Path, transform: str
+) -> None:
+    """The day (hour) of each event time, computed chunk by chunk, is the value pyiceberg's transform gives,
+    before the epoch too (floor division), with nulls or without."""
+    import pyarrow as pa
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import DayTransform, HourTransform
+    from pyiceberg.types import TimestamptzType
+
+    import lakeflow.compaction.rows as rows_module
+    from lakeflow.compaction.files import Storage
+
+    table = SCHEMA.iceberg_schema()
+    iceberg = DayTransform() if transform == "day" else HourTransform()
+    spec = PartitionSpec(PartitionField(source_id=table.find_field(SCHEMA.event_time_column).field_id,
+                                        field_id=1000, transform=iceberg, name="p"))
+    writer = rows_module.Writer(SCHEMA, table, spec, {}, Storage(tmp_path.as_uri()))
+    us = [-86_400_000_001, -1, 0, 1, 3_599_999_999, 3_600_000_000, 86_399_999_999, 1_764_000_000_123_456]
+    expected = [iceberg.transform(TimestamptzType())(u) for u in us]
+    for values, want in ((us, expected), ([*us, None], [*expected, None])):
+        chunks = [pa.array(values[:3], pa.timestamp("us", tz="UTC")), pa.array(values[3:], pa.timestamp("us", tz="UTC"))]
+        rows = pa.table({SCHEMA.event_time_column: pa.chunked_array(chunks)})
+        (got,) = writer.partition_values(rows)
+        assert got.to_pylist() == want
+
+
 def test_a_commit_whose_files_were_written_under_another_schema_is_refused(tmp_path: Path) -> None:
     """Two compactors racing an evolution: the loser's files were written with the schema it planned; the
     winner changed the table's schema meanwhile, so the loser's commit conflicts instead of landing files
