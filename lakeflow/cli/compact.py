@@ -43,7 +43,7 @@ from lakeflow.compaction.config import (
     metrics_export,
     schedule,
 )
-from lakeflow.runtime.memory import cycle_collector_paused
+from lakeflow.runtime.memory import modules_loading
 
 if TYPE_CHECKING:
     from lakeflow.compaction.continuous import Served
@@ -235,7 +235,7 @@ def compaction_pipeline() -> Pipeline:
     if spec is None or spec.loader is None or not JOB.is_file():
         raise FileNotFoundError(f"{JOB} not found: run from a lakeflow checkout (pip install -e .)")
     module = importlib.util.module_from_spec(spec)
-    with cycle_collector_paused():  # (its imports: pyiceberg's catalog, OpenLineage's client…)
+    with modules_loading():  # (its imports: pyiceberg's catalog, OpenLineage's client…)
         spec.loader.exec_module(module)
     return module.compact
 

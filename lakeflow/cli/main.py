@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from lakeflow import __version__
 from lakeflow.errors import LakeflowError
-from lakeflow.runtime.memory import cycle_collector_paused, no_collection_at_exit
+from lakeflow.runtime.memory import modules_loading, no_collection_at_exit, one_command_process
 
 # module → the commands it registers (tests/unit/test_cli.py keeps them exact)
 COMMAND_MODULES = {
@@ -56,7 +56,7 @@ def _parser(modules: Iterable[str]) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lakeflow {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    with cycle_collector_paused():  # (the libraries' objects: a full collection would walk them all, again)
+    with modules_loading():
         for name in modules:
             importlib.import_module(name).register(sub)
     return parser
@@ -110,6 +110,8 @@ def _exit_code(exc: Exception) -> int | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lakeflow`` script; returns the exit code."""
+    if argv is None:  # the process's own command line: the process ends after it
+        one_command_process()
     args = _command_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

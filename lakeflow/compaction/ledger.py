@@ -202,8 +202,9 @@ def save_ledger(storage: Storage, ledger: Ledger, run_id: str, index: str) -> tu
     buckets, written = dict(ledger.buckets), 0
     by_bucket: dict[str, dict[str, dict]] = {}
     for rel, e in ledger.files.items():
-        if not buckets[bucket_of(rel)].segment:
-            by_bucket.setdefault(bucket_of(rel), {})[rel] = e._asdict()
+        bucket = bucket_of(rel)
+        if not buckets[bucket].segment:
+            by_bucket.setdefault(bucket, {})[rel] = e._asdict()
     for name, files in sorted(by_bucket.items()):
         rel = f"{segment_dir(run_id)}/{name or ROOT_SEGMENT}.json.gz"
         data = _gzip({"version": VERSION, "bucket": name, "files": files})

@@ -1,5 +1,6 @@
-"""How much memory this machine — or the container (cgroup) it runs in — has, and has free; and a
-pause of Python's cycle collector over work that makes many objects."""
+"""How much memory this machine — or the container (cgroup) it runs in — has, and has free; and
+Python's cycle collector kept off what it need not walk: paused over work that makes many objects and
+while modules load, what they load frozen in a one-command process, nothing walked at its exit."""
 
 from __future__ import annotations
 
@@ -54,6 +55,33 @@ def _cgroup(name: str) -> int | None:
             continue
         return None if value == "max" else int(value)
     return None
+
+
+_one_command = False  # this process runs one command, then ends (set by the CLI for its own command line)
+
+
+def one_command_process() -> None:
+    """Declare that this process runs one command and ends (the CLI's own command line; never a test that
+    calls ``main()``): what modules make while they load is then frozen (:func:`modules_loading`)."""
+    global _one_command
+    _one_command = True
+
+
+@contextmanager
+def modules_loading() -> Iterator[None]:
+    """Import modules inside, the cycle collector paused (a full collection would walk the libraries'
+    objects again and again). In a one-command process, what they made is then frozen out of its reach
+    (``gc.freeze``): it lives until the end anyway, and the collection that would follow walks it all
+    (~0.07 s of a 1M-reading compaction)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if _one_command:
+            gc.freeze()
+        if was_enabled:
+            gc.enable()
 
 
 @contextmanager

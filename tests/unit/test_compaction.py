@@ -460,6 +460,29 @@ def test_auto_gives_arrow_what_is_below_the_crossover_and_fits_in_half_the_memor
     assert choose("auto", CROSSOVER_BYTES + 1, arrow_limit(None))[1].endswith("the engines' crossover (make bench-compact)")
 
 
+def test_what_modules_make_while_loading_is_frozen_only_in_a_one_command_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The collector is paused while modules load; in the CLI's own process (one command, then the end),
+    what they made is frozen out of its reach; in any other (a test calling main()), nothing is."""
+    import gc
+
+    from lakeflow.runtime import memory
+
+    before = gc.get_freeze_count()
+    with memory.modules_loading():
+        assert not gc.isenabled()
+        made = [[] for _ in range(100)]
+    assert gc.isenabled() and gc.get_freeze_count() == before
+    monkeypatch.setattr(memory, "_one_command", True)
+    try:
+        with memory.modules_loading():
+            made += [[] for _ in range(100)]
+        assert gc.isenabled() and gc.get_freeze_count() >= before + 200
+    finally:
+        gc.unfreeze()
+
+
 def test_compact_arrow_max_mb_unset_means_by_memory_and_set_is_a_number_of_mib(tmp_path: Path) -> None:
     assert load_config(env=settings_env(tmp_path)).arrow_max_bytes is None
     assert load_config(env=settings_env(tmp_path, COMPACT_ARROW_MAX_MB="64")).arrow_max_bytes == 64 << 20
