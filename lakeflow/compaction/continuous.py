@@ -177,8 +177,9 @@ def run_forever(
 
 def release_unused() -> None:
     """Hand the memory Arrow's allocator keeps for reuse back to the system between runs: a run's batches
-    are freed (nothing stays allocated), but mimalloc holds their pages, and the service's RSS then swings
-    with the last run's batch, not its working set (~30 MiB less, measured over 40 runs; docs/operations.md)."""
+    are freed (nothing stays allocated), but the allocator may hold their pages, and the service's RSS then
+    swings with the last run's batch, not its working set (~30 MiB less with mimalloc, measured over 40
+    runs; docs/operations.md)."""
     arrow = sys.modules.get("pyarrow")  # a run that loaded it; the loop itself loads nothing
     if arrow is not None:
         arrow.default_memory_pool().release_unused()

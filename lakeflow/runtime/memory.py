@@ -57,6 +57,16 @@ def _cgroup(name: str) -> int | None:
     return None
 
 
+def arrow_from_jemalloc() -> None:
+    """pyarrow's allocations from here on from jemalloc rather than its default, mimalloc: a 10M-reading
+    compaction spends ~0.5 s less in the kernel (faulting pages in, giving them back) on our machines.
+    Nothing when ``ARROW_DEFAULT_MEMORY_POOL`` chose a pool, or this pyarrow has no jemalloc."""
+    import pyarrow as pa
+
+    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ and "jemalloc" in pa.supported_memory_backends():
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+
+
 _one_command = False  # this process runs one command, then ends (set by the CLI for its own command line)
 
 

@@ -18,6 +18,7 @@ from lakeflow.compaction.parse import Parser
 from lakeflow.compaction.report import stage
 from lakeflow.compaction.rows import Writer
 from lakeflow.compaction.task import file_ids, parse_files, write_bad_records
+from lakeflow.runtime.memory import arrow_from_jemalloc
 
 
 class ArrowEngine:
@@ -27,6 +28,7 @@ class ArrowEngine:
 
     def __init__(self, raw: Storage, target: Storage) -> None:
         self.raw, self.target = raw, target
+        arrow_from_jemalloc()
 
     def compact(self, files: Sequence[FileEntry], plan: WritePlan, overlapping: Overlapping) -> Compacted:
         ids = file_ids(files)
