@@ -56,6 +56,12 @@ class ProcessEnvironment(EnvModel):
         description="The Java installation Flink and Spark run on (default: java on PATH); make spark-cds "
         "builds the class archive for it.",
     )
+    arrow_memory_pool: str | None = Field(
+        None,
+        alias="ARROW_DEFAULT_MEMORY_POOL",
+        description="pyarrow's own: the Arrow memory pool (jemalloc, mimalloc or system); unset, the arrow "
+        "engine of lakeflow compact allocates from jemalloc (docs/compaction.md), the rest from pyarrow's default.",
+    )
     jars_offline: str | None = Field(
         None, alias="LAKEFLOW_JARS_OFFLINE", description="1: never start Maven (pre-seeded jar folders only)."
     )
