@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from lakeflow import __version__
 from lakeflow.errors import LakeflowError
-from lakeflow.runtime.memory import modules_loading, no_collection_at_exit, one_command_process
+from lakeflow.runtime.memory import keep_loaded_modules, modules_loading, no_collection_at_exit
 
 # module → the commands it registers (tests/unit/test_cli.py keeps them exact)
 COMMAND_MODULES = {
@@ -111,7 +111,7 @@ def _exit_code(exc: Exception) -> int | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lakeflow`` script; returns the exit code."""
     if argv is None:  # the process's own command line: the process ends after it
-        one_command_process()
+        keep_loaded_modules()
     args = _command_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

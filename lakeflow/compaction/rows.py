@@ -141,16 +141,11 @@ class Writer:
             name = self.table_schema.find_column_name(p.source_id)
             assert name is not None, p
             t = p.transform
-            if isinstance(t, (HourTransform, DayTransform)) and not rows.column(name).null_count:
+            if isinstance(t, (HourTransform, DayTransform)):
                 out.append(_floor_divided(rows.column(name), _US["hour" if isinstance(t, HourTransform) else "day"]))
                 continue
             column = rows.column(name).combine_chunks()
-            if isinstance(t, (HourTransform, DayTransform)):
-                us = pc.cast(pc.cast(column, pa.int64()), pa.float64())
-                out.append(
-                    pc.cast(pc.floor(pc.divide(us, _US["hour" if isinstance(t, HourTransform) else "day"])), pa.int32())
-                )
-            elif isinstance(t, (MonthTransform, YearTransform)):
+            if isinstance(t, (MonthTransform, YearTransform)):
                 years = pc.subtract(pc.year(column), 1970)
                 months = pc.add(pc.multiply(years, 12), pc.subtract(pc.month(column), 1))
                 out.append(pc.cast(years if isinstance(t, YearTransform) else months, pa.int32()))
@@ -300,8 +295,12 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 def _floor_divided(timestamps: pa.ChunkedArray, step_us: int) -> pa.Array:
-    """Each (non-null) timestamp's microseconds floor-divided by ``step_us``, as int32: chunk by chunk into
-    one array, never a combined copy of the column (fresh memory is what costs: 0.3 s → 0.04 s at 10M)."""
+    """Each timestamp's microseconds floor-divided by ``step_us``, as int32 (null stays null). Without nulls,
+    chunk by chunk into one array, never a combined copy of the column (fresh memory is what costs: 0.3 s
+    → 0.04 s at 10M)."""
+    if timestamps.null_count:
+        us = pc.cast(pc.cast(timestamps.combine_chunks(), pa.int64()), pa.float64())
+        return pc.cast(pc.floor(pc.divide(us, step_us)), pa.int32())
     out = np.empty(len(timestamps), dtype=np.int32)
     at = 0
     for chunk in timestamps.chunks:

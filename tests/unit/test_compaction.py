@@ -481,7 +481,7 @@ def test_arrow_allocates_from_jemalloc_unless_a_pool_was_chosen(monkeypatch: pyt
         pa.set_memory_pool(before)
 
 
-def test_what_modules_make_while_loading_is_frozen_only_in_a_one_command_process(
+def test_what_modules_make_while_loading_is_frozen_only_in_a_process_that_keeps_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The collector is paused while modules load; in the CLI's own process (one command, then the end),
@@ -495,7 +495,7 @@ def test_what_modules_make_while_loading_is_frozen_only_in_a_one_command_process
         assert not gc.isenabled()
         made = [[] for _ in range(100)]
     assert gc.isenabled() and gc.get_freeze_count() == before
-    monkeypatch.setattr(memory, "_one_command", True)
+    monkeypatch.setattr(memory, "_freeze_loaded", True)
     try:
         with memory.modules_loading():
             made += [[] for _ in range(100)]

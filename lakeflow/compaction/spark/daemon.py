@@ -6,15 +6,13 @@ They load with the cycle collector paused (a full collection would walk the libr
 again), then are frozen out of its reach (``gc.freeze``, as Python's documentation advises before a fork):
 the workers' collections never walk them, nor write into their memory pages, which stay shared."""
 
-import gc
-
 from pyspark import daemon
 
-from lakeflow.runtime.memory import cycle_collector_paused
+from lakeflow.runtime.memory import keep_loaded_modules, modules_loading
 
-with cycle_collector_paused():
+keep_loaded_modules()
+with modules_loading():
     import lakeflow.compaction.task  # noqa: F401  (loaded before the forks)
-gc.freeze()
 
 if __name__ == "__main__":
     daemon.manager()
