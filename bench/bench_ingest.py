@@ -2,11 +2,12 @@
 Table API ``datagen`` → ``filesystem`` sink (``json`` format) on the same machine in the same run;
 then how long ``make run`` takes to its first committed file.
 
-Both jobs: 100 sensors, the same SQL making records of the declared schema (lakeflow's default
-sensor reading; ``--schema FILE`` another, e.g. a nested one) — the baseline's datagen draws seq and
-timestamp at random, lakeflow's source counts them — parallelism 2, exactly-once checkpoints every 2 s
-into filesystem storage, N readings unthrottled; timed from submission until every reading is
-committed (job start-up and SQL planning included for both). After an untimed warm-up of
+Both jobs: records of the declared schema (lakeflow's default sensor reading; ``--schema FILE`` another,
+e.g. a nested one), parallelism 2, exactly-once checkpoints every 2 s into filesystem storage, N readings
+unthrottled; timed from submission until every reading is committed (job start-up and SQL planning
+included). lakeflow's synthetic sensors (100) make them in Java (``SensorRecords``); the baseline makes the same
+values in Flink SQL (the way lakeflow's job made them until 2026-12-02) from ``datagen``'s seq and
+timestamp (drawn at random: a ``sequence`` would hold its whole range in state) into typed columns. After an untimed warm-up of
 both, rounds alternate the order (A B, B A…). Two figures per job: readings per wall-clock second (best round), and readings per
 CPU second of the JVM that runs the MiniCluster plus this Python process (mean over rounds) —
 the one that stays comparable when other work shares the machine. Targets (issue #40): lakeflow ≥ 1.5×
@@ -17,6 +18,7 @@ environment's class archive built first, as ``make run`` does).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -31,14 +33,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.machine import describe  # noqa: E402
-
 from lakeflow.catalog.local import LocalCatalog  # noqa: E402
 from lakeflow.ingest import sensors  # noqa: E402
-from lakeflow.ingest.flink_types import quoted, sql_fields  # noqa: E402
+from lakeflow.ingest.flink_types import quoted, sql_fields, sql_type  # noqa: E402
 from lakeflow.ingest.job import IngestJob, TableWrite  # noqa: E402
 from lakeflow.schema import load_schema  # noqa: E402
 from lakeflow.settings import load_settings  # noqa: E402
 from lakeflow.streams import load_pipeline  # noqa: E402
+from pyiceberg.types import IcebergType, ListType, MapType, StructType  # noqa: E402
 
 
 class Meter:
@@ -80,9 +82,61 @@ def lakeflow_job(home: Path, records: int, num_sensors: int, parallelism: int, i
     return meter
 
 
+def _text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _double(x: float) -> str:
+    return f"CAST({float(x)!r} AS DOUBLE)"
+
+
+def sql_of(node: dict, t: IcebergType) -> str:
+    """The value ``SensorRecords`` makes from ``node`` (a node of ``Generator.spec``, of type ``t``) as a
+    Flink SQL user writes it, over ``seq``, ``timestamp_ms`` and ``idx`` (the device), in DOUBLE arithmetic."""
+    if isinstance(t, StructType):
+        members = zip(node["object"], t.fields, strict=True)
+        return f"CAST(ROW({', '.join(sql_of(member, f.field_type) for (_, member), f in members)}) AS {sql_type(t)})"
+    if isinstance(t, MapType):
+        entries = ", ".join(f"{_text(json.loads(key))}, {sql_of(value, t.value_type)}" for key, value in node["object"])
+        return f"CAST(MAP[{entries}] AS {sql_type(t)})"
+    if isinstance(t, ListType):
+        return f"CAST(ARRAY[{', '.join(sql_of(item, t.element_type) for item in node['array'])}] AS {sql_type(t)})"
+    kind, make = node["kind"], node["make"]
+    if make == "device":
+        value = f"CONCAT({_text(node['prefix'])}, LPAD(CAST(idx + 1 AS STRING), {node['width']}, '0'))" if kind == "string" else "idx + 1"
+    elif make == "constant":
+        value = _text(node["text"])
+    elif make == "sequence":
+        value = {"long": "seq", "int": "MOD(seq, 2147483648)", "string": "CAST(seq AS STRING)"}[kind]
+    elif make == "event-time":
+        value = "timestamp_ms" if kind == "long" else "TO_TIMESTAMP_LTZ(timestamp_ms, 3)"
+    elif make == "daily-cycle":
+        value = _double(node["low"])
+        if node["spread"]:
+            value = f"({value} + {_double(node['spread'])} * MOD(idx * {node['prime']}, 1000) / {_double(1000)})"
+        if node["amplitude"]:
+            value += f" + {_double(node['amplitude'])} * SIN(2 * PI() * (timestamp_ms % 86400000) / {_double(86400000)} + idx)"
+        if node["noise"]:
+            value += f" + {_double(node['noise'])} * (RAND() - {_double(0.5)})"
+        for bound, side in ((node["max"], "LEAST"), (node["min"], "GREATEST"), (node.get("limit"), "LEAST"),
+                            (node.get("limit") and -node["limit"], "GREATEST")):
+            value = value if bound is None else f"{side}({_double(bound)}, {value})"
+        value = f"ROUND({value}, 0)" if kind in ("long", "int") else value
+    elif make == "per-device":
+        if kind == "string":
+            value = f"ELT(CAST(MOD(idx, {len(node['values'])}) AS INT) + 1, {', '.join(map(_text, node['values']))})"
+        else:
+            cases = " ".join(f"WHEN {i} THEN CAST({_text(v)} AS {sql_type(t)})" for i, v in enumerate(node["values"]))
+            value = f"CASE CAST(MOD(idx, {len(node['values'])}) AS INT) {cases} END"
+    else:  # a coin
+        value = "RAND() < 0.5"
+    value = value if node.get("maxLength") is None else f"SUBSTR({value}, 1, {node['maxLength']})"
+    return f"CAST({value} AS {sql_type(t)})"
+
+
 def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int,
                  schema: Path | None) -> Meter:
-    """Flink's datagen → the same SQL making records → filesystem sink, json format."""
+    """Flink's datagen (seq, timestamp) → the records in Flink SQL (:func:`sql_of`) → filesystem sink, json format."""
     from pyflink.common import Configuration
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.table import StreamTableEnvironment
@@ -98,8 +152,7 @@ def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, i
                        "rest.port": "0"}.items():
         conf.set_string(key, value)
     t_env = StreamTableEnvironment.create(StreamExecutionEnvironment.get_execution_environment(conf))
-    for key, value in sensors.SESSION.items():
-        t_env.get_config().set(key, value)
+    t_env.get_config().set("table.local-time-zone", "UTC")
     declared = load_schema(schema)
     # Random fields, not a `sequence` seq: datagen keeps a sequence's whole remaining range in
     # memory and in every checkpoint, which would slow the baseline down for a reason that has
@@ -111,9 +164,11 @@ def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, i
     columns = ", ".join(f"{quoted(name)} {sql_type}" for name, sql_type in sql_fields(declared))
     t_env.execute_sql(f"""CREATE TEMPORARY TABLE readings_sink ({columns}) WITH (
         'connector' = 'filesystem', 'path' = '{out.as_uri()}', 'format' = 'json')""")
+    spec = json.loads(sensors.Generator(declared, num_sensors, str(uuid.uuid4())).spec())["object"]
+    typed = ", ".join(sql_of(node, f.field_type) for (_, node), f in zip(spec, declared.fields.fields, strict=True))
     with Meter() as meter:
-        t_env.execute_sql("INSERT INTO readings_sink "
-                          + sensors.Generator(declared, num_sensors, str(uuid.uuid4())).columns_sql("ticks")).wait()
+        t_env.execute_sql(f"INSERT INTO readings_sink SELECT {typed} FROM (SELECT seq, timestamp_ms, "
+                          f"MOD(seq, {num_sensors}) AS idx FROM ticks)").wait()
     committed = sum(p.read_bytes().count(b"\n") for p in out.rglob("*") if p.is_file() and not p.name.startswith("."))
     assert committed == records, f"baseline committed {committed} of {records}"
     return meter
@@ -211,7 +266,7 @@ def main() -> int:
              for name, run in runs.items()},
             args.records, args.rounds, work,
             {"baseline": "Flink datagen → SQL → filesystem sink, json",
-             "lakeflow": "SensorTicks → SQL → JSON-array FileSink"},
+             "lakeflow": "SensorRecords → JSON-array FileSink"},
             target=1.5,
         )
 

@@ -1,7 +1,7 @@
 """The PyFlink sensor-ingestion job's building blocks: sensor model, source, sink, pipeline.
 
 Python only defines the pipeline; every record is generated, shaped into JSON and written on
-the JVM (``SensorTicks`` source → SQL → ``FileSink`` with the JSON-array bulk writer).
+the JVM (``SensorRecords`` source → ``FileSink`` with the JSON-array bulk writer).
 """
 
 from lakeflow.errors import LakeflowError

@@ -17,7 +17,7 @@ from lakeflow.schema import TableSchema
 from lakeflow.settings import Settings
 from lakeflow.streams import Stream
 
-FOREVER = 2**63 - 1  # SensorTicks count for NUM_RECORDS=-1 (Long.MAX_VALUE)
+FOREVER = 2**63 - 1  # SensorRecords count for NUM_RECORDS=-1 (Long.MAX_VALUE)
 # Restarts: exponential delay (1 s doubling up to 10 s). A job runs for weeks, so a TaskManager lost
 # now and then must not use up a budget: after RESTART_RESET of stable running the count starts
 # over. A crash loop fails the job after RESTART_ATTEMPTS restarts. Failures of one incident (a lost

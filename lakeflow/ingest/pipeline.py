@@ -1,6 +1,6 @@
-"""The ingestion pipeline on Flink: ``SensorTicks`` source → SQL (a record of the declared schema →
-JSON) → ``FileSink``, or, with SOURCE=kafka, Flink's ``KafkaSource`` → ``KafkaReadings`` (records that
-fit the declared schema's contract → ``FileSink``, the rest → the dead-letter ``FileSink``).
+"""The ingestion pipeline on Flink: ``SensorRecords`` (records of the declared schema, as JSON) →
+``FileSink``, or, with SOURCE=kafka, Flink's ``KafkaSource`` → ``KafkaReadings`` (records that fit the
+declared schema's contract → ``FileSink``, the rest → the dead-letter ``FileSink``).
 
 Python only declares it; no record passes through Python. The job graph carries the table's
 identity and schema (global job parameters, the sink's name and its native-lineage dataset) for the
@@ -20,7 +20,6 @@ from pyflink.common.typeinfo import Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors import Source
 from pyflink.java_gateway import get_gateway
-from pyflink.table import StreamTableEnvironment
 from pyflink.util.java_utils import to_jarray
 
 from lakeflow.ingest import IngestError, kafka, sensors
@@ -36,7 +35,7 @@ from lakeflow.settings.process import process_environment
 log = logging.getLogger(__name__)
 
 POLL_S = 1.0  # how often the driver looks at the running job
-TICKS = Types.ROW_NAMED(["seq", "timestamp_ms"], [Types.LONG(), Types.LONG()])
+RECORDS = Types.ROW_NAMED(["reading"], [Types.STRING()])  # SensorRecords.TYPE: one JSON document each
 
 
 def submitted_by_flink_cli() -> bool:
@@ -65,28 +64,28 @@ def create_environment(job: IngestJob, savepoint: str | None = None) -> StreamEx
 
 
 def build(env: StreamExecutionEnvironment, job: IngestJob) -> None:
-    """Add the job's operators to ``env``: per table, ticks → records of its declared schema → JSON →
-    its part files; or Kafka messages of every table's topics → routed and validated → each table's
+    """Add the job's operators to ``env``: per table, the records of its declared schema (``SensorRecords``)
+    → its part files; or Kafka messages of every table's topics → routed and validated → each table's
     part files (+ its dead letters)."""
     if job.kafka:
         _build_kafka(env, job, job.kafka)
         return
-    t_env = StreamTableEnvironment.create(env)
-    for key, value in sensors.SESSION.items():
-        t_env.get_config().set(key, value)
-    t_env.create_java_temporary_system_function(sensors.FIXED_FUNCTION, sensors.FIXED_CLASS)
     jvm = get_gateway().jvm
-    for i, table in enumerate(job.tables):
-        generator = sensors.Generator(table.schema, job.num_sensors, job.run_id)
-        ticks = env.from_source(
-            Source(jvm.lakeflow.flink.SensorTicks.source(job.count, job.rows_per_second)),
-            WatermarkStrategy.no_watermarks(),
-            "SensorTicks",
-            type_info=TICKS,
-        ).uid(f"sensor-ticks-{table.ident}")
-        t_env.create_temporary_view(f"ticks_{i}", t_env.from_data_stream(ticks))
-        t_env.create_temporary_view(f"records_{i}", t_env.sql_query(generator.columns_sql(f"ticks_{i}")))
-        _sink(t_env.to_data_stream(t_env.sql_query(generator.json_sql(f"records_{i}"))), job, table)
+    string = jvm.String
+    for table in job.tables:
+        fields = sql_fields(table.schema)
+        source = jvm.lakeflow.flink.SensorRecords.source(
+            sensors.Generator(table.schema, job.num_sensors, job.run_id).spec(),
+            job.num_sensors,
+            job.count,
+            job.rows_per_second,
+            to_jarray(string, [name for name, _ in fields]),
+            to_jarray(string, [sql_type for _, sql_type in fields]),
+        )
+        records = env.from_source(
+            Source(source), WatermarkStrategy.no_watermarks(), "SensorRecords", type_info=RECORDS
+        ).uid(f"sensor-ticks-{table.ident}")  # the uid of its state before the records were made in Java
+        _sink(records, job, table)
 
 
 def _sink(records: DataStream, job: IngestJob, table: TableWrite) -> None:

@@ -1,7 +1,6 @@
-"""The synthetic sensors: records of the declared schema, built on the JVM in SQL from ``SensorTicks``'
-``(seq, timestamp_ms)`` ticks (:meth:`Generator.columns_sql`, :meth:`Generator.json_sql`), and the same
-records in Python (:meth:`Generator.record`: a producer of messages to a Kafka topic, ``lakeflow demo
---source kafka``).
+"""The synthetic sensors: records of the declared schema, made on the JVM by ``SensorRecords``
+(java/lakeflow/flink/SensorRecords.java) from the spec :meth:`Generator.spec` writes, and the same records in
+Python (:meth:`Generator.record`: a producer of messages to a Kafka topic, ``lakeflow demo --source kafka``).
 
 Tick ``seq`` belongs to device ``seq % NUM_SENSORS`` (round robin: every device reports at the same rate).
 Each field is made as its ``x-lakeflow-generate`` hint says (:data:`Hint`; docs/ingestion.md, "The
@@ -11,9 +10,9 @@ any other field a default of its type (:func:`default_hint`). A struct's fields,
 (:data:`LIST_ITEMS` of them, at most ``maxItems``) and a map's values (keys :data:`MAP_KEYS`) are made
 the same way, each by the hint at its path (``gps.lat``, ``accel[]``, ``tags{}``).
 
-The SQL selects each field as a typed column, then writes each row as one JSON document with ``CONCAT``
-(which keeps the declared order): numbers fixed-point, strings unescaped — so a hint's strings may
-hold no ``"``, ``\\`` or control character.
+Each record is one JSON document, its fields in declared order: numbers fixed-point (rounded half up, as
+Flink SQL's cast to a decimal), strings unescaped — so a hint's strings may hold no ``"``, ``\\`` or control
+character.
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ from pydantic import (
 )
 from pyiceberg.types import DecimalType, IcebergType, ListType, MapType, PrimitiveType, StructType
 
-from lakeflow.ingest.flink_types import quoted, sql_type
 from lakeflow.schema import TableSchema
 from lakeflow.schema.model import FieldRules
 from lakeflow.schema.records import Invalid, compile_type
@@ -64,7 +62,7 @@ class Tick(NamedTuple):
 
 @dataclass(frozen=True)
 class Context:
-    """What every field's SQL and value may use besides the tick."""
+    """What every field's spec and value may use besides the tick."""
 
     num_sensors: int
     run_id: str
@@ -80,8 +78,8 @@ class _Hint(BaseModel):
     FITS: ClassVar[tuple[str, ...]]  # the field kinds it makes
 
     @abstractmethod
-    def sql(self, t: PrimitiveType, c: Context) -> str:
-        """The field's typed value in SQL over the columns ``seq``, ``timestamp_ms`` and ``idx``."""
+    def spec(self, t: PrimitiveType, c: Context) -> dict[str, Any]:
+        """How ``SensorRecords`` makes the field: its generator (``make``) and what that takes."""
 
     @abstractmethod
     def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
@@ -103,10 +101,8 @@ class Device(_Hint):
     prefix: str = ""
     FITS: ClassVar[tuple[str, ...]] = ("string", "long", "int")
 
-    def sql(self, t: PrimitiveType, c: Context) -> str:
-        if kind(t) == "string":
-            return f"CONCAT({_literal(self.prefix)}, LPAD(CAST(idx + 1 AS STRING), {c.width}, '0'))"
-        return f"CAST(idx + 1 AS {sql_type(t)})"
+    def spec(self, t: PrimitiveType, c: Context) -> dict[str, Any]:
+        return {"make": "device", "prefix": self.prefix, "width": c.width}
 
     def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
         return f"{self.prefix}{tick.device + 1:0{c.width}d}" if kind(t) == "string" else tick.device + 1
@@ -121,8 +117,8 @@ class RunId(_Hint):
     kind: Literal["run-id"]
     FITS: ClassVar[tuple[str, ...]] = ("string",)
 
-    def sql(self, t: PrimitiveType, c: Context) -> str:
-        return _literal(c.run_id)
+    def spec(self, t: PrimitiveType, c: Context) -> dict[str, Any]:
+        return {"make": "constant", "text": c.run_id}
 
     def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
         return c.run_id
@@ -134,8 +130,8 @@ class Sequence(_Hint):
     kind: Literal["sequence"]
     FITS: ClassVar[tuple[str, ...]] = ("long", "int", "string")
 
-    def sql(self, t: PrimitiveType, c: Context) -> str:
-        return {"long": "seq", "int": "CAST(MOD(seq, 2147483648) AS INT)", "string": "CAST(seq AS STRING)"}[kind(t)]
+    def spec(self, t: PrimitiveType, c: Context) -> dict[str, Any]:
+        return {"make": "sequence"}
 
     def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
         return {"long": tick.seq, "int": tick.seq % 2**31, "string": str(tick.seq)}[kind(t)]
@@ -147,14 +143,8 @@ class EventTime(_Hint):
     kind: Literal["event-time"]
     FITS: ClassVar[tuple[str, ...]] = ("long", "timestamptz", "timestamp", "date")
 
-    def sql(self, t: PrimitiveType, c: Context) -> str:
-        instant = "TO_TIMESTAMP_LTZ(timestamp_ms, 3)"  # in the session's time zone, UTC (SESSION)
-        return {
-            "long": "timestamp_ms",
-            "timestamptz": instant,
-            "timestamp": f"CAST({instant} AS TIMESTAMP(3))",
-            "date": f"CAST({instant} AS DATE)",
-        }[kind(t)]
+    def spec(self, t: PrimitiveType, c: Context) -> dict[str, Any]:
+        return {"make": "event-time"}
 
     def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
         k = kind(t)
@@ -192,23 +182,6 @@ class DailyCycle(_Hint):
             return max(abs(self.min), abs(self.max))
         return abs(self.low) + abs(self.spread) + abs(self.amplitude) + self.noise / 2
 
-    def _cycle_sql(self) -> str:
-        """The value in DOUBLE arithmetic throughout, as :meth:`_cycle` computes it (a decimal literal such as
-        ``1000.0`` would make the division a DECIMAL one: most of the job's CPU time)."""
-        value = (
-            f"({_double(self.low)} + {_double(self.spread)} * MOD(idx * {self.prime}, 1000) / {_double(1000)})"
-            if self.spread
-            else _double(self.low)
-        )
-        if self.amplitude:
-            day = f"SIN(2 * PI() * (timestamp_ms % {DAY_MS}) / {_double(DAY_MS)} + idx)"
-            value += f" {'-' if self.amplitude < 0 else '+'} {_double(abs(self.amplitude))} * {day}"
-        if self.noise:
-            value += f" + {_double(self.noise)} * (RAND() - {_double(0.5)})"
-        if self.max is not None:
-            value = f"LEAST({_double(self.max)}, {value})"
-        return value if self.min is None else f"GREATEST({_double(self.min)}, {value})"
-
     def _cycle(self, tick: Tick, rng: random.Random) -> float:
         day = math.sin(2 * math.pi * (tick.timestamp_ms % DAY_MS) / DAY_MS + tick.device)
         value = self.base(tick.device) + self.amplitude * day + self.noise * (rng.random() - 0.5)
@@ -216,14 +189,8 @@ class DailyCycle(_Hint):
             value = min(self.max, value)
         return value if self.min is None else max(self.min, value)
 
-    def sql(self, t: PrimitiveType, c: Context) -> str:
-        k, value = kind(t), self._cycle_sql()
-        if isinstance(t, DecimalType):
-            limit = _largest(t)
-            return f"CAST(GREATEST(-{limit}, LEAST({limit}, {value})) AS {sql_type(t)})"
-        if k in ("long", "int"):
-            return f"CAST(ROUND({value}, 0) AS {sql_type(t)})"
-        return value if k == "double" else f"CAST({value} AS {sql_type(t)})"
+    def spec(self, t: PrimitiveType, c: Context) -> dict[str, Any]:
+        return {"make": "daily-cycle", **self.model_dump(exclude={"kind", "places"})}
 
     def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
         value = self._cycle(tick, rng)
@@ -251,12 +218,10 @@ class PerDevice(_Hint):
     values: list[StrictBool | StrictInt | StrictFloat | StrictStr] = Field(min_length=1)
     FITS: ClassVar[tuple[str, ...]] = ("string", "long", "int", "double", "float", "boolean", "decimal")
 
-    def sql(self, t: PrimitiveType, c: Context) -> str:
-        which = f"CAST(MOD(idx, {len(self.values)}) AS INT)"
-        if kind(t) == "string":
-            return f"ELT({which} + 1, {', '.join(_literal(str(v)) for v in self.values)})"
-        cases = " ".join(f"WHEN {i} THEN {_typed_literal(v, t)}" for i, v in enumerate(self.values))
-        return f"CASE {which} {cases} END"
+    def spec(self, t: PrimitiveType, c: Context) -> dict[str, Any]:
+        if kind(t) == "boolean":
+            return {"make": "per-device", "values": ["true" if v else "false" for v in self.values]}
+        return {"make": "per-device", "values": [str(v) for v in self.values]}
 
     def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
         return self.values[tick.device % len(self.values)]
@@ -287,8 +252,8 @@ class _Coin(_Hint):
 
     FITS: ClassVar[tuple[str, ...]] = ("boolean",)
 
-    def sql(self, t: PrimitiveType, c: Context) -> str:
-        return "RAND() < 0.5"
+    def spec(self, t: PrimitiveType, c: Context) -> dict[str, Any]:
+        return {"make": "coin"}
 
     def value(self, t: PrimitiveType, c: Context, tick: Tick, rng: random.Random) -> Any:
         return rng.random() < 0.5
@@ -353,16 +318,6 @@ def _largest(t: DecimalType) -> Decimal:
     return Decimal(10) ** (t.precision - t.scale) - Decimal(1).scaleb(-t.scale)
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _typed_literal(v: Any, t: PrimitiveType) -> str:
-    if kind(t) == "boolean":
-        return "TRUE" if v else "FALSE"
-    return f"CAST({_literal(str(v))} AS {sql_type(t)})"
-
-
 def _require_safe(text: str, path: str) -> None:
     if not _SAFE.fullmatch(text):
         raise SchemaError(
@@ -370,18 +325,11 @@ def _require_safe(text: str, path: str) -> None:
         )
 
 
-Pieces = list[tuple[bool, str]]  # a JSON text's parts for CONCAT: (is a literal text, the text or an SQL expression)
-
-
 class _Node(ABC):
-    """One generated value of the schema: its typed SQL, its JSON text from that, the same in Python."""
+    """One generated value of the schema: how ``SensorRecords`` makes its JSON, and the same value in Python."""
 
     @abstractmethod
-    def sql(self) -> str: ...
-
-    @abstractmethod
-    def json(self, expr: str) -> Pieces:
-        """The JSON text of the value ``expr`` (an SQL expression of the type :meth:`sql` makes)."""
+    def spec(self) -> dict[str, Any]: ...
 
     @abstractmethod
     def value(self, tick: Tick, rng: random.Random) -> Any: ...
@@ -394,29 +342,14 @@ class _Leaf(_Node):
     c: Context
     max_length: int | None
 
-    def sql(self) -> str:
-        expr = self.hint.sql(self.t, self.c)
-        return expr if self.max_length is None else f"SUBSTR({expr}, 1, {self.max_length})"
-
-    def json(self, expr: str) -> Pieces:
-        k = kind(self.t)
-        if k == "string":
-            return [(True, '"'), (False, expr), (True, '"')]
-        if k in ("double", "float"):
+    def spec(self) -> dict[str, Any]:
+        spec = {"kind": kind(self.t), **self.hint.spec(self.t, self.c), "maxLength": self.max_length}
+        if isinstance(self.t, DecimalType):
+            spec |= {"precision": self.t.precision, "scale": self.t.scale, "limit": float(_largest(self.t))}
+        elif kind(self.t) in ("double", "float"):
             digits, places = self.hint.digits()
-            return [(False, f"{FIXED_FUNCTION}({expr}, {max(10, digits + places)}, {places})")]
-        if k == "boolean":
-            return [(False, f"CASE WHEN {expr} THEN 'true' ELSE 'false' END")]
-        if k == "date":
-            return [(True, '"'), (False, f"CAST({expr} AS STRING)"), (True, '"')]
-        if k in ("timestamptz", "timestamp"):
-            pattern = "yyyy-MM-dd''T''HH:mm:ss.SSS"
-            return [
-                (True, '"'),
-                (False, f"DATE_FORMAT({expr}, '{pattern}')"),
-                (True, 'Z"' if k == "timestamptz" else '"'),
-            ]
-        return [(False, f"CAST({expr} AS STRING)")]  # long, int, decimal
+            spec |= {"precision": max(10, digits + places), "scale": places}
+        return spec
 
     def value(self, tick: Tick, rng: random.Random) -> Any:
         v = self.hint.value(self.t, self.c, tick, rng)
@@ -425,14 +358,10 @@ class _Leaf(_Node):
 
 @dataclass(frozen=True)
 class _Struct(_Node):
-    t: StructType
     fields: tuple[tuple[str, _Node], ...]
 
-    def sql(self) -> str:
-        return f"CAST(ROW({', '.join(node.sql() for _, node in self.fields)}) AS {sql_type(self.t)})"
-
-    def json(self, expr: str) -> Pieces:
-        return _object([(name, node, f"{expr}.{quoted(name)}") for name, node in self.fields])
+    def spec(self) -> dict[str, Any]:
+        return _object(self.fields)
 
     def value(self, tick: Tick, rng: random.Random) -> Any:
         return {name: node.value(tick, rng) for name, node in self.fields}
@@ -440,73 +369,18 @@ class _Struct(_Node):
 
 @dataclass(frozen=True)
 class _List(_Node):
-    t: ListType
     items: tuple[_Node, ...]
 
-    def sql(self) -> str:
-        if not self.items:
-            return f"CAST(NULL AS {sql_type(self.t)})"
-        return f"CAST(ARRAY[{', '.join(node.sql() for node in self.items)}] AS {sql_type(self.t)})"
-
-    def json(self, expr: str) -> Pieces:
-        pieces: Pieces = [(True, "[")]
-        for i, node in enumerate(self.items):
-            pieces += [(True, ",")] * (i > 0) + node.json(f"{expr}[{i + 1}]")
-        return pieces + [(True, "]")]
+    def spec(self) -> dict[str, Any]:
+        return {"array": [node.spec() for node in self.items]}
 
     def value(self, tick: Tick, rng: random.Random) -> Any:
         return [node.value(tick, rng) for node in self.items]
 
 
-@dataclass(frozen=True)
-class _Map(_Node):
-    t: MapType
-    entries: tuple[tuple[str, _Node], ...]
-
-    def sql(self) -> str:
-        entries = ", ".join(f"{_literal(key)}, {node.sql()}" for key, node in self.entries)
-        return f"CAST(MAP[{entries}] AS {sql_type(self.t)})"
-
-    def json(self, expr: str) -> Pieces:
-        return _object([(key, node, f"{expr}[{_literal(key)}]") for key, node in self.entries])
-
-    def value(self, tick: Tick, rng: random.Random) -> Any:
-        return {key: node.value(tick, rng) for key, node in self.entries}
-
-
-def _object(members: list[tuple[str, _Node, str]]) -> Pieces:
-    pieces: Pieces = []
-    for i, (name, node, expr) in enumerate(members):
-        pieces += [(True, ("{" if i == 0 else ",") + json.dumps(name, ensure_ascii=False) + ":")] + node.json(expr)
-    return pieces + [(True, "}")]
-
-
-def _concat(pieces: Pieces) -> str:
-    """``CONCAT`` of ``pieces``, adjacent literal texts joined."""
-    parts: list[str] = []
-    literal: list[str] = []
-    for is_literal, text in pieces:
-        if is_literal:
-            literal.append(text)
-            continue
-        if literal:
-            parts.append(_literal("".join(literal)))
-            literal = []
-        parts.append(text)
-    if literal:
-        parts.append(_literal("".join(literal)))
-    return f"CONCAT({', '.join(parts)})"
-
-
-SESSION = {"table.local-time-zone": "UTC"}  # the table environment's settings the SQL needs
-# The text of CAST(CAST(x AS DECIMAL(p, s)) AS STRING) without BigDecimal (java/lakeflow/flink/FixedDecimal.java):
-# a double's JSON; the table environment registers it (its class in the job's jar)
-FIXED_FUNCTION, FIXED_CLASS = "LAKEFLOW_FIXED", "lakeflow.flink.FixedDecimal"
-
-
-def _double(x: float) -> str:
-    """``x`` as a DOUBLE constant in SQL (the planner folds the cast)."""
-    return f"CAST({float(x)!r} AS DOUBLE)"
+def _object(members: tuple[tuple[str, _Node], ...]) -> dict[str, Any]:
+    """A JSON object's spec: each member's name as JSON text, and its value's spec."""
+    return {"object": [[json.dumps(name, ensure_ascii=False), node.spec()] for name, node in members]}
 
 
 class Generator:
@@ -526,11 +400,11 @@ class Generator:
             if rules.generate is not None:
                 raise SchemaError(f"{path}: x-lakeflow-generate applies to fields of primitive types, not a {kind(t)}")
             if isinstance(t, StructType):
-                return _Struct(t, tuple((f.name, self._node(f.field_type, f"{path}.{f.name}")) for f in t.fields))
+                return _Struct(tuple((f.name, self._node(f.field_type, f"{path}.{f.name}")) for f in t.fields))
             if isinstance(t, ListType):
                 count = min(LIST_ITEMS, LIST_ITEMS if rules.max_items is None else rules.max_items)
-                return _List(t, tuple(self._node(t.element_type, f"{path}[]") for _ in range(count)))
-            return _Map(t, tuple((key, self._node(t.value_type, f"{path}{{}}")) for key in MAP_KEYS))
+                return _List(tuple(self._node(t.element_type, f"{path}[]") for _ in range(count)))
+            return _Struct(tuple((key, self._node(t.value_type, f"{path}{{}}")) for key in MAP_KEYS))
         assert isinstance(t, PrimitiveType)
         hint = default_hint(t, path, self.schema) if rules.generate is None else parse_hint(rules.generate, path)
         if kind(t) not in hint.FITS:
@@ -544,19 +418,11 @@ class Generator:
             raise SchemaError(f"{path}: x-lakeflow-generate makes numbers of more than 38 digits")
         return leaf
 
-    def columns_sql(self, ticks: str) -> str:
-        """SELECT the records' fields as typed columns from a view ``ticks`` of ``(seq, timestamp_ms)``."""
-        columns = ",\n  ".join(f"{node.sql()} AS {quoted(name)}" for name, node in self.fields)
-        n = self.context.num_sensors
-        return f"SELECT\n  {columns}\nFROM (SELECT seq, timestamp_ms, MOD(seq, {n}) AS idx FROM {ticks})"
-
-    def json_sql(self, columns: str) -> str:
-        """SELECT one column ``reading``: each row of ``columns`` (:meth:`columns_sql`) as one JSON
-        document, the fields in declared order (the table environment set to :data:`SESSION`)."""
-        pieces = _object([(name, node, quoted(name)) for name, node in self.fields])
-        return f"SELECT {_concat(pieces)} AS reading FROM {columns}"
+    def spec(self) -> str:
+        """The records as ``SensorRecords`` makes them (java/lakeflow/flink/SensorRecords.java): JSON."""
+        return json.dumps(_object(self.fields), ensure_ascii=False)
 
     def record(self, seq: int, timestamp_ms: int, rng: random.Random) -> dict[str, Any]:
-        """Record ``seq`` at ``timestamp_ms`` as the SQL makes it, in Python (its random parts from ``rng``)."""
+        """Record ``seq`` at ``timestamp_ms`` as ``SensorRecords`` makes it, in Python (its random parts from ``rng``)."""
         tick = Tick(seq, timestamp_ms, seq % self.context.num_sensors)
         return {name: node.value(tick, rng) for name, node in self.fields}

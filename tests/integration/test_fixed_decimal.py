@@ -1,8 +1,8 @@
-"""``LAKEFLOW_FIXED(x, p, s)`` (java/lakeflow/flink/FixedDecimal.java), which writes the synthetic
-readings' doubles into their JSON, gives the very text of Flink's own ``CAST(CAST(x AS DECIMAL(p, s)) AS
-STRING)`` — half-up ties, carries, tiny and huge values, negative zero, NULL past the precision —
-compared in one Flink SQL query over a CSV file of doubles (a batch table environment in the ingestion
-environment, the job's jar).
+"""``FixedDecimal.format(x, p, s)`` (java/lakeflow/flink/FixedDecimal.java), which writes the synthetic
+records' numbers into their JSON, gives the very text of Flink's own ``CAST(CAST(x AS DECIMAL(p, s)) AS
+STRING)`` — half-up ties, carries, tiny and huge values, negative zero, null past the precision —
+against one Flink SQL query over a CSV file of doubles (a batch table environment in the ingestion
+environment, the job's jar on its gateway).
 """
 
 from __future__ import annotations
@@ -32,25 +32,28 @@ def _values() -> list[str]:
 
 
 @pytest.mark.slow
-def test_lakeflow_fixed_is_flinks_cast_to_decimal_then_string(tmp_path: Path) -> None:
+def test_fixed_decimal_is_flinks_cast_to_decimal_then_string(tmp_path: Path) -> None:
     script = textwrap.dedent("""
         import json, sys
+        from pyflink.java_gateway import get_gateway
         from pyflink.table import EnvironmentSettings, TableEnvironment
-        from lakeflow.ingest import sensors
+        from pyflink.util.java_utils import add_jars_to_context_class_loader
         from lakeflow.ingest.helpers_jar import jar_path
         folder, shapes = json.loads(sys.stdin.read())
+        add_jars_to_context_class_loader([jar_path().as_uri()])
+        fixed = get_gateway().jvm.lakeflow.flink.FixedDecimal
         t_env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
-        t_env.get_config().set("pipeline.jars", jar_path().as_uri())
         t_env.get_config().set("parallelism.default", "1")
-        t_env.create_java_temporary_system_function(sensors.FIXED_FUNCTION, sensors.FIXED_CLASS)
         t_env.execute_sql(f"CREATE TABLE v (x DOUBLE) WITH ('connector' = 'filesystem', 'path' = '{folder}', "
                           "'format' = 'csv')")
-        pairs = ", ".join(
-            f"CAST(CAST(x AS DECIMAL({p}, {s})) AS STRING), {sensors.FIXED_FUNCTION}(x, {p}, {s})" for p, s in shapes)
+        casts = ", ".join(f"CAST(CAST(x AS DECIMAL({p}, {s})) AS STRING)" for p, s in shapes)
         out = []
-        with t_env.execute_sql(f"SELECT CAST(x AS STRING), {pairs} FROM v").collect() as results:
-            for row in results:
-                out.append([None if v is None else str(v) for v in row])
+        with t_env.execute_sql(f"SELECT x, {casts} FROM v").collect() as results:
+            for x, *cast in results:
+                row = [repr(x)]
+                for (p, s), text in zip(shapes, cast):
+                    row += [text, fixed.format(x, p, s)]
+                out.append(row)
         print(json.dumps(out))
     """)
     shapes = [(10, 2), (10, 3), (12, 4), (10, 0), (5, 1), (38, 18), (3, 3)]

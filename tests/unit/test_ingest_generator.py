@@ -1,7 +1,8 @@
 """The synthetic sensors' generator (lakeflow/ingest/sensors.py): records of the declared schema, made
-as each field's ``x-lakeflow-generate`` hint says, in SQL and in Python; the hints' errors.
+as each field's ``x-lakeflow-generate`` hint says, in Python and as the spec ``SensorRecords`` makes them from
+on the JVM; the hints' errors.
 
-Unit tests: they start no process. The SQL on Flink: tests/integration/test_ingest_generator.py."""
+Unit tests: they start no process. The JVM's records: tests/integration/test_ingest_generator.py."""
 
 from __future__ import annotations
 
@@ -97,23 +98,20 @@ def test_device_ids_are_numbered_from_one_and_widen_past_999() -> None:
     assert ids(1000, 0, 999) == ["sensor-0001", "sensor-1000"]
 
 
-def test_the_sql_makes_the_default_sensor_as_before() -> None:
-    """The default path's SQL: one typed column per declared field, then one CONCAT keeping their order,
-    doubles fixed-point with 2 places — what made it as fast as Flink's own json sink."""
-    generator = Generator(load_schema(), 100, "run-1")
-    columns = generator.columns_sql("ticks")
-    assert columns.endswith("FROM (SELECT seq, timestamp_ms, MOD(seq, 100) AS idx FROM ticks)")
-    assert "CONCAT('sensor-', LPAD(CAST(idx + 1 AS STRING), 3, '0')) AS `sensor_id`" in columns
-    assert "'run-1' AS `run_id`" in columns and "seq AS `seq`" in columns
-    assert ("GREATEST(CAST(20.0 AS DOUBLE), LEAST(CAST(95.0 AS DOUBLE), (CAST(35.0 AS DOUBLE) + CAST(30.0 AS DOUBLE) "
-            "* MOD(idx * 571, 1000) / CAST(1000.0 AS DOUBLE)) - CAST(8.0 AS DOUBLE) * SIN(") in columns
-    assert "DECIMAL" not in columns  # DOUBLE arithmetic throughout: a DECIMAL division cost most of the job's CPU
-    assert "ELT(CAST(MOD(idx, 8) AS INT) + 1, 'greenhouse-north', " in columns
-    json_sql = generator.json_sql("records")
-    positions = [json_sql.index(f'"{name}":') for name in load_schema().names]
-    assert positions == sorted(positions)
-    assert json_sql.count(", 10, 2)") == 3 and json_sql.count("LAKEFLOW_FIXED(") == 3 and json_sql.count("CONCAT(") == 1
-    assert "RAND()" not in json_sql and "FROM records" in json_sql
+def test_the_spec_makes_the_default_sensor_from_its_hints() -> None:
+    """What ``SensorRecords`` takes: one member per declared field in order, its name as JSON text, each
+    leaf its kind, its hint's generator and parameters; doubles fixed-point with 2 places."""
+    spec = json.loads(Generator(load_schema(), 100, "run-1").spec())
+    members = spec["object"]
+    assert [key for key, _ in members] == [json.dumps(name) for name in load_schema().names]
+    leaves = {json.loads(key): leaf for key, leaf in members}
+    assert leaves["sensor_id"] == {"kind": "string", "make": "device", "prefix": "sensor-", "width": 3, "maxLength": None}
+    assert leaves["run_id"] == {"kind": "string", "make": "constant", "text": "run-1", "maxLength": None}
+    assert leaves["seq"]["make"] == "sequence" and leaves["timestamp_ms"]["make"] == "event-time"
+    assert leaves["humidity"] == {"kind": "double", "make": "daily-cycle", "low": 35.0, "spread": 30.0, "prime": 571,
+                                  "amplitude": -8.0, "noise": 2.0, "min": 20.0, "max": 95.0, "maxLength": None,
+                                  "precision": 10, "scale": 2}
+    assert leaves["location"]["values"][:2] == ["greenhouse-north", "greenhouse-south"]
 
 
 def test_a_nested_user_schema_makes_records_that_fit_its_contract() -> None:
@@ -143,15 +141,14 @@ def keyed(key: list[str], **properties: dict) -> TableSchema:
 
 def test_a_string_key_field_beside_the_sequence_is_a_device() -> None:
     """Unhinted, the key's string field cycles through the devices (as a hinted ``device`` does) and
-    its integer field is the tick's seq: the key stays unique, the SQL makes the same."""
+    its integer field is the tick's seq: the key stays unique, the spec says the same."""
     schema = keyed(["device_id", "n"], device_id={"type": "string"}, n={"type": "integer"})
     made = records(schema, 12, sensors=5)
     assert [r["device_id"] for r in made[:6]] == [f"device_id-{i:03d}" for i in (1, 2, 3, 4, 5, 1)]
     assert [r["n"] for r in made] == list(range(12))
     assert len({(r["device_id"], r["n"]) for r in made}) == 12
-    columns = Generator(schema, 5, "run-1").columns_sql("ticks")
-    assert "CONCAT('device_id-', LPAD(CAST(idx + 1 AS STRING), 3, '0')) AS `device_id`" in columns
-    assert "seq AS `n`" in columns
+    leaves = {json.loads(key): leaf for key, leaf in json.loads(Generator(schema, 5, "run-1").spec())["object"]}
+    assert leaves["device_id"]["make"] == "device" and leaves["n"] == {"kind": "long", "make": "sequence", "maxLength": None}
 
 
 @pytest.mark.parametrize(("key", "other"), [
@@ -174,19 +171,20 @@ def test_a_key_field_hinted_sequence_leaves_the_string_ones_to_the_devices() -> 
                                                           ("device_id-001", "2")]
 
 
-def test_the_nested_sql_builds_typed_values_and_one_json_document() -> None:
-    generator = Generator(vibration(), 5, "run-1")
-    columns = generator.columns_sql("ticks")
-    assert "AS ROW<`lat` DOUBLE, `lon` FLOAT, `fix` BOOLEAN>) AS `gps`" in columns
-    assert "CAST(ARRAY[" in columns and "AS ARRAY<ROW<`at` TIMESTAMP_LTZ(6), `rms` DECIMAL(6, 3)>>) AS `samples`" in columns
-    assert "CAST(MAP['key1', SUBSTR(" in columns and "AS MAP<STRING, STRING>) AS `tags`" in columns
-    assert "CAST(GREATEST(-999.9, LEAST(999.9, LEAST(CAST(100.0 AS DOUBLE), " in columns and "AS DECIMAL(4, 1)) AS `battery`" in columns
-    json_sql = generator.json_sql("records")
-    for access in ("`gps`.`lat`", "`accel`[2]", "`samples`[3].`rms`", "`tags`['key2']"):
-        assert access in json_sql
-    assert "`accel`[3]" not in json_sql
-    assert "DATE_FORMAT(`measured_at`, 'yyyy-MM-dd''T''HH:mm:ss.SSS'), 'Z\",\"counter\":'" in json_sql
-    assert json_sql.count("CONCAT(") == 1
+def test_the_nested_spec_nests_objects_and_arrays() -> None:
+    leaves = {json.loads(key): leaf for key, leaf in json.loads(Generator(vibration(), 5, "run-1").spec())["object"]}
+    assert [key for key, _ in leaves["gps"]["object"]] == ['"lat"', '"lon"', '"fix"']
+    assert leaves["gps"]["object"][1][1] == {"kind": "float", "make": "daily-cycle", "low": 50.0, "spread": 0.0, "prime": 1,
+                                             "amplitude": 0.0, "noise": 100.0, "min": None, "max": None,
+                                             "maxLength": None, "precision": 10, "scale": 2}
+    assert len(leaves["accel"]["array"]) == 2 and len(leaves["samples"]["array"]) == 3  # maxItems 2; else 3 items
+    assert [key for key, leaf in leaves["tags"]["object"]] == ['"key1"', '"key2"']
+    assert leaves["tags"]["object"][0][1]["maxLength"] == 4
+    assert leaves["battery"] == {"kind": "decimal", "make": "daily-cycle", "low": 80.0, "spread": 20.0, "prime": 1,
+                                 "amplitude": 0.0, "noise": 5.0, "min": None, "max": 100.0, "maxLength": None,
+                                 "precision": 4, "scale": 1, "limit": 999.9}
+    assert leaves["site"]["values"] == ["north", "süd"] and leaves["level"]["values"] == ["1", "2", "3"]
+    assert leaves["gps"]["object"][2][1]["make"] == "coin"
 
 
 def test_lineage_names_the_declared_fields_with_flink_sql_types() -> None:

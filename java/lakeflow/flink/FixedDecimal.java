@@ -1,10 +1,8 @@
 package lakeflow.flink;
 
-import org.apache.flink.table.functions.ScalarFunction;
-
 /**
- * {@code LAKEFLOW_FIXED(x, p, s)}: the text of {@code CAST(CAST(x AS DECIMAL(p, s)) AS STRING)} for a
- * DOUBLE {@code x}, without {@code BigDecimal}: the synthetic readings' JSON writes its numbers with it.
+ * The text of Flink SQL's {@code CAST(CAST(x AS DECIMAL(p, s)) AS STRING)} for a finite double {@code x},
+ * without {@code BigDecimal}: the synthetic records' JSON ({@link SensorRecords}) writes its numbers with it.
  *
  * <p>Flink's cast takes {@code BigDecimal.valueOf(x)} (the digits of {@link Double#toString}), rounds
  * it half up to {@code s} places ({@code setScale}) and gives NULL when the result has more than
@@ -14,15 +12,9 @@ import org.apache.flink.table.functions.ScalarFunction;
  * scaled magnitude is below 1e9 and not within 1e-6 of a tie is rounded in double arithmetic: there
  * the error of {@code x * 10^s} (under 5e-7) cannot move it across the tie, so both roundings agree.
  */
-public final class FixedDecimal extends ScalarFunction {
+public final class FixedDecimal {
 
-    private static final long serialVersionUID = 1L;
-
-    public String eval(Double x, Integer precision, Integer scale) {
-        if (x == null || precision == null || scale == null || x.isNaN() || x.isInfinite()) {
-            return null;
-        }
-        return format(x, precision, scale);
+    private FixedDecimal() {
     }
 
     private static final double[] POWERS = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9};
