@@ -103,7 +103,9 @@ def sql_of(node: dict, t: IcebergType) -> str:
         return f"CAST(ARRAY[{', '.join(sql_of(item, t.element_type) for item in node['array'])}] AS {sql_type(t)})"
     kind, make = node["kind"], node["make"]
     if make == "device":
-        value = f"CONCAT({_text(node['prefix'])}, LPAD(CAST(idx + 1 AS STRING), {node['width']}, '0'))" if kind == "string" else "idx + 1"
+        value = "idx + 1"
+        if kind == "string":
+            value = f"CONCAT({_text(node['prefix'])}, LPAD(CAST(idx + 1 AS STRING), {node['width']}, '0'))"
     elif make == "constant":
         value = _text(node["text"])
     elif make == "sequence":
@@ -115,7 +117,8 @@ def sql_of(node: dict, t: IcebergType) -> str:
         if node["spread"]:
             value = f"({value} + {_double(node['spread'])} * MOD(idx * {node['prime']}, 1000) / {_double(1000)})"
         if node["amplitude"]:
-            value += f" + {_double(node['amplitude'])} * SIN(2 * PI() * (timestamp_ms % 86400000) / {_double(86400000)} + idx)"
+            day = f"SIN(2 * PI() * (timestamp_ms % 86400000) / {_double(86400000)} + idx)"
+            value += f" + {_double(node['amplitude'])} * {day}"
         if node["noise"]:
             value += f" + {_double(node['noise'])} * (RAND() - {_double(0.5)})"
         for bound, side in ((node["max"], "LEAST"), (node["min"], "GREATEST"), (node.get("limit"), "LEAST"),
@@ -136,7 +139,7 @@ def sql_of(node: dict, t: IcebergType) -> str:
 
 def baseline_job(home: Path, records: int, num_sensors: int, parallelism: int, interval_ms: int,
                  schema: Path | None) -> Meter:
-    """Flink's datagen (seq, timestamp) → the records in Flink SQL (:func:`sql_of`) → filesystem sink, json format."""
+    """Flink's datagen (seq, timestamp) → the records in Flink SQL (:func:`sql_of`) → filesystem sink, json."""
     from pyflink.common import Configuration
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.table import StreamTableEnvironment

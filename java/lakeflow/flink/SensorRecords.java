@@ -390,7 +390,8 @@ public final class SensorRecords implements GeneratorFunction<Long, Row> {
         void write(StringBuilder out, Tick tick) {
             double value = low + spread * ((tick.device * prime) % 1000) / 1000.0;
             if (amplitude != 0) {
-                value += amplitude * Math.sin(2 * Math.PI * (tick.timestampMs % DAY_MS) / (double) DAY_MS + tick.device);
+                double day = 2 * Math.PI * (tick.timestampMs % DAY_MS) / (double) DAY_MS + tick.device;
+                value += amplitude * Math.sin(day);
             }
             if (noise != 0) {
                 value += noise * (tick.random.nextDouble() - 0.5);
