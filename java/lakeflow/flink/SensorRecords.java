@@ -143,21 +143,16 @@ public final class SensorRecords implements GeneratorFunction<Long, Row> {
     }
 
     static Node node(JsonNode spec) {
-        if (spec.has("object")) {
+        boolean object = spec.has("object");
+        if (object || spec.has("array")) {
             List<String> keys = new ArrayList<>();
             List<Node> values = new ArrayList<>();
-            for (JsonNode member : spec.get("object")) {
-                keys.add(member.get(0).asText());
-                values.add(node(member.get(1)));
+            for (JsonNode member : spec.get(object ? "object" : "array")) {
+                keys.add(object ? member.get(0).asText() + ':' : "");
+                values.add(node(object ? member.get(1) : member));
             }
-            return new JsonObject(keys.toArray(new String[0]), values.toArray(new Node[0]));
-        }
-        if (spec.has("array")) {
-            List<Node> items = new ArrayList<>();
-            for (JsonNode item : spec.get("array")) {
-                items.add(node(item));
-            }
-            return new JsonArray(items.toArray(new Node[0]));
+            return new Members(object ? '{' : '[', object ? '}' : ']', keys.toArray(new String[0]),
+                    values.toArray(new Node[0]));
         }
         String kind = spec.get("kind").asText();
         String make = spec.get("make").asText();
@@ -198,48 +193,32 @@ public final class SensorRecords implements GeneratorFunction<Long, Row> {
         return '"' + text + '"';
     }
 
-    static final class JsonObject extends Node {
+    /** An object (each value after its key: {@code "name":}) or an array (no keys). */
+    static final class Members extends Node {
         private static final long serialVersionUID = 1L;
+        private final char open;
+        private final char close;
         private final String[] keys;
         private final Node[] values;
 
-        JsonObject(String[] keys, Node[] values) {
+        Members(char open, char close, String[] keys, Node[] values) {
+            this.open = open;
+            this.close = close;
             this.keys = keys;
             this.values = values;
         }
 
         @Override
         void write(StringBuilder out, Tick tick) {
-            out.append('{');
-            for (int i = 0; i < keys.length; i++) {
+            out.append(open);
+            for (int i = 0; i < values.length; i++) {
                 if (i > 0) {
                     out.append(',');
                 }
-                out.append(keys[i]).append(':');
+                out.append(keys[i]);
                 values[i].write(out, tick);
             }
-            out.append('}');
-        }
-    }
-
-    static final class JsonArray extends Node {
-        private static final long serialVersionUID = 1L;
-        private final Node[] items;
-
-        JsonArray(Node[] items) {
-            this.items = items;
-        }
-
-        @Override
-        void write(StringBuilder out, Tick tick) {
-            out.append('[');
-            for (int i = 0; i < items.length; i++) {
-                if (i > 0) {
-                    out.append(',');
-                }
-                items[i].write(out, tick);
-            }
-            out.append(']');
+            out.append(close);
         }
     }
 
