@@ -23,6 +23,7 @@ JOB_NAMESPACE = "flink"  # lakeflow's listener's, and the harvest's own OpenLine
 
 log = logging.getLogger(__name__)
 _LIFECYCLE = {"START": 0, "RUNNING": 1}  # then the run's end: COMPLETE, FAIL or ABORT
+_WHOLE_SECOND = re.compile(r"^(\d{8}T\d{6})Z")
 
 
 def write(directory: Path, event: Mapping[str, Any]) -> Path:
@@ -56,9 +57,10 @@ def read_events(directory: Path) -> Iterator[dict[str, Any]]:
 
 def _age(path: Path) -> tuple[str, int, str]:
     """Where an event file sorts, oldest first: by its time and run, then a run's START before the events
-    that follow it when they share a time (their names alone would put COMPLETE first)."""
+    that follow it when they share a time (their names alone would put COMPLETE first). A whole second
+    named without its milliseconds (as earlier listeners wrote it) sorts as ``.000``."""
     head, _, kind = path.stem.rpartition("-")
-    return head, _LIFECYCLE.get(kind, len(_LIFECYCLE)), kind
+    return _WHOLE_SECOND.sub(r"\g<1>000Z", head, count=1), _LIFECYCLE.get(kind, len(_LIFECYCLE)), kind
 
 
 def is_flink(event: Mapping[str, Any]) -> bool:

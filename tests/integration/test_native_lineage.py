@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 import uuid
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
@@ -200,22 +201,30 @@ TABLE_CASES = [  # (options, what the harvest names from the same options, as SH
 ]
 
 
+TIMES = [1_764_700_000_000, 1_764_700_000_007, 1_764_700_000_120, 1_764_700_000_999]  # a whole second first
+
+
 @pytest.mark.slow
 def test_the_listener_names_a_table_as_the_harvest_does(tmp_path):
     """lakeflow.flink.SqlTableLineage (the listener, on PyFlink's JVM) and the harvest's resolver
     (the same options from SHOW CREATE TABLE) give each table the same datasets; no secret option,
     URL user, password or query reaches the listener's answer; a topic-pattern is one dataset named
     by the pattern, marked, which the harvest resolves to no topic. And the event files' permissions
-    each ``lakeflow.lineage.file-mode`` gives (an invalid one: the default, 0640)."""
+    each ``lakeflow.lineage.file-mode`` gives (an invalid one: the default, 0640), and its event times:
+    always three fractional digits, as lakeflow's Python events, so that a whole second sorts first."""
     cases = [{"identifier": "c.d.t", "kind": "temporary", "options": options} for options, _ in TABLE_CASES]
     modes = ["0640", "660", "0600", "nonsense", "1777"]  # lakeflow.lineage.file-mode values
     env = {**os.environ, "FLINK_LOG_DIR": str(tmp_path)}
     child = subprocess.run([INGEST_PY, "-m", "tests.support.sql_table_lineage_child"], cwd=ROOT, env=env, text=True,
-                           input=json.dumps({"tables": cases, "modes": modes}), capture_output=True, timeout=300)
+                           input=json.dumps({"tables": cases, "modes": modes, "times": TIMES}), capture_output=True,
+                           timeout=300)
     assert child.returncode == 0, child.stderr[-3000:]
     assert SECRET not in child.stdout
     answer = json.loads(child.stdout)
     assert answer["modes"] == ["rw-r-----", "rw-rw----", "rw-------", "rw-r-----", "rw-r-----"]  # invalid: default
+    python = [ol.run_event("START", run_id=str(uuid.uuid4()), job_namespace="flink", job_name="j",
+                           event_time=datetime.fromtimestamp(ms / 1000, timezone.utc)).eventTime for ms in TIMES]
+    assert answer["times"] == python and python[0].endswith(":40.000Z")
     named = answer["tables"]
     answers = {}
     for i, (options, _) in enumerate(TABLE_CASES):

@@ -1,8 +1,9 @@
 """The child process of tests/integration/test_native_lineage.py, run with the ingestion environment's
 Python (it has pyflink): names SQL tables with ``lakeflow.flink.SqlTableLineage`` (the listener's
 naming) on PyFlink's gateway JVM, and gives the event files' permissions of ``lakeflow.lineage.file-mode``
-values. ``{"tables": [{identifier, kind, options}], "modes": [...]}`` on stdin; ``{"tables": [{connector,
-pattern, datasets}], "modes": ["rw-r-----", ...]}`` on stdout."""
+values, and the event times it writes for instants (epoch milliseconds). ``{"tables": [{identifier, kind,
+options}], "modes": [...], "times": [...]}`` on stdin; ``{"tables": [{connector, pattern, datasets}],
+"modes": ["rw-r-----", ...], "times": ["1970-01-01T00:00:00.000Z", ...]}`` on stdout."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ def _serve() -> None:
                     "datasets": [[d[0], d[1]] for d in table.datasets()]})
     permissions = jvm.java.nio.file.attribute.PosixFilePermissions
     modes = [permissions.toString(jvm.lakeflow.flink.OpenLineageListener.permissions(m)) for m in request["modes"]]
-    answers.write(json.dumps({"tables": out, "modes": modes}))
+    listener, instant = jvm.lakeflow.flink.OpenLineageListener, jvm.java.time.Instant
+    times = [listener.EVENT_TIME.format(instant.ofEpochMilli(ms)) for ms in request["times"]]
+    answers.write(json.dumps({"tables": out, "modes": modes, "times": times}))
     answers.close()
 
 

@@ -318,3 +318,18 @@ def test_a_runs_events_of_the_same_time_are_read_start_first(tmp_path):
         write(tmp_path, e)
     assert [(e["run"]["runId"], e["eventType"]) for e in read_events(tmp_path)] == [
         ("r1", "START"), ("r1", "COMPLETE"), ("r0", "START"), ("r0", "FAIL")]
+
+
+def test_a_whole_second_named_without_its_milliseconds_is_read_first_of_its_second(tmp_path):
+    """Earlier listeners named a whole second ``…T090000Z`` (ISO_INSTANT drops ``.000``), which sorts after
+    every ``…T090000123Z`` of that second: the store reads it as ``.000``."""
+    from lakeflow.lineage.store import write
+
+    start = {"eventType": "START", "eventTime": "2026-12-02T09:00:00Z", "run": {"runId": "r"},
+             "job": {"namespace": "flink", "name": "j"}}
+    write(tmp_path, start)
+    write(tmp_path, {**start, "eventType": "COMPLETE", "eventTime": "2026-12-02T09:00:00.007Z"})
+    write(tmp_path, {**start, "eventType": "START", "eventTime": "2026-12-02T08:59:59.999Z", "run": {"runId": "q"}})
+    assert sorted(p.name[:20] for p in tmp_path.glob("*.json"))[-1] == "20261202T090000Z-r-S"  # by name: last
+    assert [(e["run"]["runId"], e["eventType"]) for e in read_events(tmp_path)] == [
+        ("q", "START"), ("r", "START"), ("r", "COMPLETE")]
