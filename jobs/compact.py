@@ -19,7 +19,6 @@ from lakeflow.compaction.lineage import lineage_run
 from lakeflow.compaction.maintain import after_compaction
 from lakeflow.compaction.run import (
     begin,
-    close,
     commit_batch,
     compact_batch,
     discover_new_files,
@@ -64,7 +63,6 @@ def _compact(config: CompactConfig) -> int:
                 after_compaction(run)  # --maintain: lakeflow maintain, under this lease
         finally:
             emit_report(run)
-            close(run)
     return 0
 
 

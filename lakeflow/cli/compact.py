@@ -213,8 +213,9 @@ def run_job(pipeline: Pipeline, argv: Sequence[str]) -> int:
     names: list[str | None] = []
     code = run_command("compact", lambda: names.extend(s.name for s in served_streams(options)()))
     try:
-        for name in names:
-            code = max(code, run_command("compact", functools.partial(_run_stream, pipeline, options, name)))
+        for n, name in enumerate(names, 1):
+            run = functools.partial(_run_stream, pipeline, options, name, n == len(names))
+            code = max(code, run_command("compact", run))
     finally:
         end_pass()
     if code == 0:
@@ -222,8 +223,8 @@ def run_job(pipeline: Pipeline, argv: Sequence[str]) -> int:
     return code
 
 
-def _run_stream(pipeline: Pipeline, options: CompactOptions, stream: str | None) -> int:
-    return pipeline(load_config(replace(options, stream=stream)))
+def _run_stream(pipeline: Pipeline, options: CompactOptions, stream: str | None, last_of_pass: bool) -> int:
+    return pipeline(replace(load_config(replace(options, stream=stream)), last_of_pass=last_of_pass))
 
 
 @cache
@@ -244,13 +245,21 @@ def run_once(
     options: CompactOptions,
     spark_options: Sequence[str],
     on_commit: OnCommit | None = None,
+    last_of_pass: bool = False,
 ) -> int:
     """One run of the job in this process (a Spark it needs launched with ``spark_options``; ``on_commit``
-    told its report at the commit)."""
+    told its report at the commit; ``last_of_pass``: its Spark session stops once its engine is done)."""
     pipeline = compaction_pipeline()
     return run_command(
         "lakeflow compact",
-        lambda: pipeline(replace(load_config(options), spark_options=tuple(spark_options), on_commit=on_commit)),
+        lambda: pipeline(
+            replace(
+                load_config(options),
+                spark_options=tuple(spark_options),
+                on_commit=on_commit,
+                last_of_pass=last_of_pass,
+            )
+        ),
     )
 
 
@@ -347,15 +356,17 @@ def run_pass(
         metrics = CompactorMetrics()
     codes = []
     try:
-        for stream, table, _ in streams:
-            chosen = replace(options, stream=stream)
+        for n, (stream, table, _) in enumerate(streams, 1):
+            chosen, last = replace(options, stream=stream), n == len(streams)
             print(
                 f"$ {shlex.join([str(JOB), *job_argv(chosen)])}  (Spark if needed: {shlex.join(launch)})",
                 file=sys.stderr,
                 flush=True,
             )
             codes.append(
-                run_once(chosen, launch) if metrics is None else run_recorded(chosen, launch, report, metrics, table)
+                run_once(chosen, launch, last_of_pass=last)
+                if metrics is None
+                else run_recorded(chosen, launch, report, metrics, table, last)
             )
     finally:
         end_pass()  # the Spark application the pass's runs shared
@@ -373,7 +384,12 @@ def run_pass(
 
 
 def run_recorded(
-    options: CompactOptions, launch: Sequence[str], report: Path | None, metrics: CompactorMetrics, table: str
+    options: CompactOptions,
+    launch: Sequence[str],
+    report: Path | None,
+    metrics: CompactorMetrics,
+    table: str,
+    last_of_pass: bool,
 ) -> int:
     """One run, its figures recorded in ``metrics`` as ``table``'s."""
     from lakeflow.compaction.metrics import read_report
@@ -382,6 +398,6 @@ def run_recorded(
         path = report or Path(tmp) / "report.json"
         path.unlink(missing_ok=True)  # a run that writes none is not read as the previous stream's
         started = time.monotonic()
-        code = run_once(replace(options, report=path), launch)
+        code = run_once(replace(options, report=path), launch, last_of_pass=last_of_pass)
         metrics.record(table, read_report(path), code, time.monotonic() - started)
     return code

@@ -264,6 +264,7 @@ class CompactConfig:
     maintenance: MaintainOptions = MaintainOptions()
     spark_options: tuple[str, ...] = ()  # spark-submit's options for a Spark this process launches
     on_commit: OnCommit | None = None  # told the report at its commit (the service)
+    last_of_pass: bool = False  # no later run of the pass uses its Spark session: it stops once the engine is done
 
     @property
     def schema(self) -> TableSchema:

@@ -7,7 +7,6 @@ A batch with no new files passes through every stage as a no-op (and starts no e
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from functools import partial
@@ -54,7 +53,6 @@ class Run:
     ledger: Ledger = field(default_factory=Ledger)
     listing: PartListing = field(default_factory=lambda: PartListing(parts=(), ignored=0))
     intent: Intent | None = None
-    engine: Engine | None = None  # started for a batch with new files
     lease: Lease | None = None  # held from hold_lease() on
     deferred: int = 0  # earlier runs that could still have committed when recovery ran
     changes: list[Change] = field(default_factory=list)  # the schema evolution this run applies
@@ -205,7 +203,7 @@ def compact_batch(run: Run, batch: Batch) -> None:
     name, why = choose(c.engine, size, arrow_limit(c.arrow_max_bytes))
     log.info("[read] engine %s (%s)", name, why)
     run.report.engine, run.report.engine_reason = name, why
-    run.engine = _open_engine(name, run.raw, run.target, f"lakeflow-compact {c.target_name}", c.spark_options)
+    engine = _open_engine(name, run)
     assert run.intent is not None and run.table_schema is not None
     plan = WritePlan(
         schema=c.schema,
@@ -219,7 +217,10 @@ def compact_batch(run: Run, batch: Batch) -> None:
     )
     with stage("compact", f"{len(batch.files)} new part files ({size} bytes) → {run.target.storage.uri(plan.staging)}"):
         overlapping = partial(run.target.files_overlapping, event_time=c.schema.event_time)
-        batch.compacted = run.engine.compact(batch.files, plan, overlapping)
+        try:
+            batch.compacted = engine.compact(batch.files, plan, overlapping)
+        finally:
+            engine.close()  # the run's last use of it (the pass's last run: its Spark session begins to stop)
     done, r = batch.compacted, run.report
     r.rows_out = sum(w.records for w in done.written)
     r.bytes_out = sum(w.size for w in done.written)
@@ -235,16 +236,18 @@ def compact_batch(run: Run, batch: Batch) -> None:
         r.records_path = run.target.storage.uri(run.intent.records)
 
 
-def _open_engine(name: str, raw: RawTable, target: Target, app_name: str, spark_options: Sequence[str]) -> Engine:
+def _open_engine(name: str, run: Run) -> Engine:
     """Start the named engine for one run's two tables (Spark, and pyspark's import, only when asked for;
-    ``spark_options``: spark-submit's, for a Spark this process launches)."""
+    the config's ``spark_options``: spark-submit's, for a Spark this process launches)."""
     if name == "arrow":
         from lakeflow.compaction.arrow.engine import ArrowEngine
 
-        return ArrowEngine(raw.storage, target.storage)
+        return ArrowEngine(run.raw.storage, run.target.storage)
     from lakeflow.compaction.spark.engine import SparkEngine
 
-    return SparkEngine(raw.storage, target.storage, app_name, spark_options)
+    c = run.config
+    app_name = f"lakeflow-compact {c.target_name}"
+    return SparkEngine(run.raw.storage, run.target.storage, app_name, c.spark_options, c.last_of_pass)
 
 
 def quarantine_bad_input(run: Run, batch: Batch) -> None:
@@ -423,8 +426,3 @@ def emit_report(run: Run) -> None:
     print("\n".join(run.report.summary_lines()), flush=True)
     if run.config.report_path:
         run.report.write_json(run.config.report_path)
-
-
-def close(run: Run) -> None:
-    if run.engine is not None:
-        run.engine.close()

@@ -267,7 +267,8 @@ def test_a_topic_created_while_the_job_runs_gets_its_table_nothing_lost_or_read_
 
 def test_one_spark_application_compacts_every_streams_batch_of_a_pass(tmp_path: Path) -> None:
     """`lakeflow compact --engine spark` over a pipeline of two streams: both tables compacted by the
-    runs of one Spark application (the session stays for the pass, and stops at its end)."""
+    runs of one Spark application (the session stays for the pass, and begins to stop once its last run
+    is done with it, before that run's commit)."""
     import re
 
     from lakeflow.catalog.local import LocalCatalog
@@ -284,8 +285,11 @@ def test_one_spark_application_compacts_every_streams_batch_of_a_pass(tmp_path: 
     env = hermetic(home, PIPELINE=str(tmp_path / "pipeline.toml"), SPARK_LOCAL_IP="127.0.0.1")
     proc = run([str(LAKEFLOW), "compact", "--engine", "spark"], env, tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    apps = set(re.findall(r"\[spark\] application (\S+)", proc.stderr))
-    assert len(apps) == 1, proc.stderr[-3000:]
+    (app,) = set(re.findall(r"\[spark\] application (\S+)", proc.stderr))  # one for the pass
+    lines = proc.stderr.splitlines()
+    stopping = [n for n, line in enumerate(lines) if f"[spark] stopping application {app}" in line]
+    commits = [n for n, line in enumerate(lines) if "[commit] done" in line]
+    assert len(stopping) == 1 and len(commits) == 2 and commits[0] < stopping[0] < commits[1], proc.stderr[-3000:]
     status = json.loads(run([str(LAKEFLOW), "status", "--json"], env, tmp_path).stdout)
     assert {s["stream"]: s["rows"] for s in status["streams"]} == {"line-a": 300, "line-b": 300}
 

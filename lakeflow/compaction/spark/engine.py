@@ -40,7 +40,7 @@ from lakeflow.compaction.parse import FILE
 from lakeflow.compaction.report import stage
 from lakeflow.compaction.rows import WRITTEN as WRITTEN_COLUMN
 from lakeflow.compaction.rows import Writer, key_hashes
-from lakeflow.compaction.spark.session import spark_progress, spark_session
+from lakeflow.compaction.spark.session import spark_progress, spark_session, stop_session
 from lakeflow.compaction.task import TaskResult, file_ids, run_task
 from lakeflow.schema.arrow import record_type
 
@@ -73,11 +73,19 @@ class SparkEngine:
 
     name = "spark"
 
-    def __init__(self, raw: Storage, target: Storage, app_name: str, spark_options: Sequence[str] = ()) -> None:
-        self.raw, self.target = raw, target
+    def __init__(
+        self,
+        raw: Storage,
+        target: Storage,
+        app_name: str,
+        spark_options: Sequence[str] = (),
+        last_of_pass: bool = False,
+    ) -> None:
+        self.raw, self.target, self.last_of_pass = raw, target, last_of_pass
         with stage("spark", "starting the Spark session (or joining the pass's)"):
             self.spark: SparkSession = spark_session(app_name, spark_options)
-        log.info("[spark] application %s", self.spark.sparkContext.applicationId)
+        self.application = self.spark.sparkContext.applicationId
+        log.info("[spark] application %s", self.application)
 
     def compact(self, files: Sequence[FileEntry], plan: WritePlan, overlapping: Overlapping) -> Compacted:
         ids = file_ids(files)
@@ -143,8 +151,11 @@ class SparkEngine:
         redo.destroy()
 
     def close(self) -> None:
-        """Nothing: the session serves the pass's next run too (one application for every stream's batch);
-        :func:`lakeflow.compaction.engine.end_pass` stops it."""
+        """The pass's last run: the session begins to stop (:func:`lakeflow.compaction.engine.end_pass` waits
+        for it). Otherwise nothing: it serves the pass's next run too (one application for every stream's batch)."""
+        if self.last_of_pass:
+            log.info("[spark] stopping application %s: the pass's last run is done with it", self.application)
+            stop_session(wait=False)
 
 
 def balanced(parts: Sequence[FileEntry], count: int) -> list[list[FileEntry]]:

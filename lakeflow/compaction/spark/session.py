@@ -54,6 +54,7 @@ def _prepare_launch(spark_options: Sequence[str]) -> None:
 
 
 _pass_session: SparkSession | None = None  # the session this pass's runs share; stop_session ends it
+_stopping: threading.Thread | None = None  # the pass's session stopping in the background
 
 
 def spark_session(app_name: str, spark_options: Sequence[str] = ()) -> SparkSession:
@@ -71,12 +72,21 @@ def spark_session(app_name: str, spark_options: Sequence[str] = ()) -> SparkSess
     return spark
 
 
-def stop_session() -> None:
-    """Stop the session a pass's runs shared (:func:`spark_session`'s), if one was started."""
-    global _pass_session
+def stop_session(wait: bool = True) -> None:
+    """Stop the session a pass's runs shared (:func:`spark_session`'s), if one was started; without ``wait``
+    in the background (the pass's last run, its Spark work done, goes on to its commit meanwhile: stopping
+    takes ~1 s, most of it PySpark's accumulator server polling for its end), which a later call waits for."""
+    global _pass_session, _stopping
     session, _pass_session = _pass_session, None
-    if session is None:
-        return
+    if session is not None:
+        _stopping = threading.Thread(target=_stop, args=(session,), name="spark-stop")
+        _stopping.start()
+    if wait and _stopping is not None:
+        _stopping.join()
+        _stopping = None
+
+
+def _stop(session: SparkSession) -> None:
     try:
         session.stop()
     except (OSError, Py4JError) as exc:  # its JVM is gone already (the driver's gateway ended): nothing to stop
