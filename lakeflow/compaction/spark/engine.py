@@ -25,8 +25,7 @@ reported, the others stay in the staging folder, which the run removes.
 from __future__ import annotations
 
 import logging
-import pickle
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +48,9 @@ BATCH_BYTES = 128 << 20  # raw bytes a task parses, at most (the shares: a whole
 # up to this many raw bytes (~2.7 million records of the default schema, ~22 MB of hashes), the tasks hand
 # their key hashes to the driver in their results; above, they write them for a second stage to compare
 HASHES_TO_DRIVER_BYTES = 512 << 20
-TASK, PAYLOAD = "_task", "_payload"
+TASK = "_task"
 HASH, FILE_ID, WRITTEN = "_hash", "_file_id", "_written"  # a copy of a key: its hash, file id and data file
-OUTPUT = f"{TASK} int, {PAYLOAD} binary"  # every stage's tasks: their number and their pickled result
 TABLE = -1  # the task of a key the table holds (its WRITTEN: which of the overlapping files)
-SCHEMA = pa.schema([(TASK, pa.int32()), (PAYLOAD, pa.binary())])
 HASHES = "_hashes"  # under the staging folder: each task's key hashes, sorted
 
 
@@ -107,12 +104,9 @@ class SparkEngine:
             job.destroy()
         return out
 
-    def _run(
-        self, count: int, stage_: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-    ) -> dict[int, Any]:
+    def _run(self, count: int, stage_: Callable[[Iterable[int]], Iterable[tuple[int, Any]]]) -> dict[int, Any]:
         """``count`` tasks of ``stage_`` (one per partition): each one's pickled result, by task number."""
-        rows = self.spark.range(0, count, 1, numPartitions=count).mapInArrow(stage_, OUTPUT).collect()
-        return {r[TASK]: pickle.loads(r[PAYLOAD]) for r in rows}
+        return dict(self.spark.sparkContext.parallelize(range(count), count).mapPartitions(stage_).collect())
 
     def _deduplicate(
         self, out: Compacted, results: dict[int, TaskResult], plan: WritePlan, overlapping: Overlapping, job: Any
@@ -235,85 +229,77 @@ def _losers(
     }
 
 
-def _result(task: int, payload: Any) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([task], pa.int32()), pa.array([pickle.dumps(payload)])], schema=SCHEMA)
-
-
 def _bounds(ranges: int) -> np.ndarray:
     """The first hash of each of ``ranges`` equal ranges of the (signed 64-bit) hash values, then the end."""
     edges = [-(2**63) + (2**64 * i) // ranges for i in range(ranges)]
     return np.array(edges, dtype=np.int64)
 
 
-def _tasks(job: Any, keyed: bool) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function over share numbers: each share compacted (on as many threads as the task
+def _tasks(job: Any, keyed: bool) -> Callable[[Iterable[int]], Iterable[tuple[int, Any]]]:
+    """The tasks' function over share numbers (``mapPartitions``): each share compacted (on as many threads as the task
     has cores), with its key hashes in its result (a small batch) or, sorted, in a file of the staging folder."""
 
-    def tasks(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def tasks(numbers: Iterable[int]) -> Iterator[tuple[int, Any]]:
         from pyspark import TaskContext
 
         context = TaskContext.get()
         attempt = context.attemptNumber() if context is not None else 0
         pa.set_cpu_count(max(1, context.cpus() if context is not None else 1))
         j: Job = job.value
-        for numbered in numbers:
-            for number in numbered.column(0).to_pylist():
-                result = run_task(number, attempt, j.shares[number], j.raw, j.target, j.plan, keys=keyed)
-                keys, result.keys = result.keys, None
-                if keys is not None:
-                    hashes = key_hashes(keys.select(list(j.plan.schema.key))).view(np.int64)
-                    files = keys.column(FILE).to_numpy().astype(np.int32)
-                    written = keys.column(WRITTEN_COLUMN).to_numpy().astype(np.int32)
-                    if j.ranges == 0:
-                        result.hashes, result.hash_files, result.hash_written = hashes, files, written
-                    else:
-                        order = np.argsort(hashes, kind="stable")
-                        rel = f"{j.plan.staging}/{HASHES}/t{number:05d}-a{attempt}.bin"
-                        j.target.write(rel, b"".join(a[order].tobytes() for a in (hashes, files, written)))
-                        result.hash_file = rel
-                        result.hash_cuts = np.searchsorted(hashes[order], _bounds(j.ranges)).tolist() + [len(hashes)]
-                yield _result(number, result)
+        for number in numbers:
+            result = run_task(number, attempt, j.shares[number], j.raw, j.target, j.plan, keys=keyed)
+            keys, result.keys = result.keys, None
+            if keys is not None:
+                hashes = key_hashes(keys.select(list(j.plan.schema.key))).view(np.int64)
+                files = keys.column(FILE).to_numpy().astype(np.int32)
+                written = keys.column(WRITTEN_COLUMN).to_numpy().astype(np.int32)
+                if j.ranges == 0:
+                    result.hashes, result.hash_files, result.hash_written = hashes, files, written
+                else:
+                    order = np.argsort(hashes, kind="stable")
+                    rel = f"{j.plan.staging}/{HASHES}/t{number:05d}-a{attempt}.bin"
+                    j.target.write(rel, b"".join(a[order].tobytes() for a in (hashes, files, written)))
+                    result.hash_file = rel
+                    result.hash_cuts = np.searchsorted(hashes[order], _bounds(j.ranges)).tolist() + [len(hashes)]
+            yield number, result
 
     return tasks
 
 
-def _ranges(job: Any, shared: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function over hash ranges: each range's slice of every task's hash file and the
+def _ranges(job: Any, shared: Any) -> Callable[[Iterable[int]], Iterable[tuple[int, Any]]]:
+    """The tasks' function over hash ranges: each range's slice of every task's hash file and the
     table's keys in it; its result, the copies of its hashes seen more than once."""
 
-    def compare(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def compare(numbers: Iterable[int]) -> Iterator[tuple[int, Any]]:
         j: Job = job.value
         files, existing = shared.value
         bounds = [*_bounds(j.ranges).tolist(), None]
-        for numbered in numbers:
-            for number in numbered.column(0).to_pylist():
-                parts = []
-                for task, rel, cuts in files:
-                    n, lo, hi = cuts[-1], cuts[number], cuts[number + 1]
-                    slices = [
-                        j.target.read_range(rel, offset + lo * width, (hi - lo) * width)
-                        for offset, width in ((0, 8), (8 * n, 4), (12 * n, 4))
-                    ]
-                    hashes, ids, written = (
-                        np.frombuffer(b, dtype) for b, dtype in zip(slices, (np.int64, np.int32, np.int32), strict=True)
+        for number in numbers:
+            parts = []
+            for task, rel, cuts in files:
+                n, lo, hi = cuts[-1], cuts[number], cuts[number + 1]
+                slices = [
+                    j.target.read_range(rel, offset + lo * width, (hi - lo) * width)
+                    for offset, width in ((0, 8), (8 * n, 4), (12 * n, 4))
+                ]
+                hashes, ids, written = (
+                    np.frombuffer(b, dtype) for b, dtype in zip(slices, (np.int64, np.int32, np.int32), strict=True)
+                )
+                parts.append((hashes, np.full(len(hashes), task, np.int32), written, ids))
+            for n, uri in enumerate(existing):
+                table = key_hashes(j.target.read_parquet(j.target.relative(uri), list(j.plan.schema.key)))
+                table = table.view(np.int64)
+                mine = (table >= bounds[number]) & (True if bounds[number + 1] is None else table < bounds[number + 1])
+                size = int(mine.sum())
+                parts.append(
+                    (
+                        table[mine],
+                        np.full(size, TABLE, np.int32),
+                        np.full(size, n, np.int32),
+                        np.full(size, -1, np.int32),
                     )
-                    parts.append((hashes, np.full(len(hashes), task, np.int32), written, ids))
-                for n, uri in enumerate(existing):
-                    table = key_hashes(j.target.read_parquet(j.target.relative(uri), list(j.plan.schema.key)))
-                    table = table.view(np.int64)
-                    mine = (table >= bounds[number]) & (
-                        True if bounds[number + 1] is None else table < bounds[number + 1]
-                    )
-                    size = int(mine.sum())
-                    parts.append(
-                        (
-                            table[mine],
-                            np.full(size, TABLE, np.int32),
-                            np.full(size, n, np.int32),
-                            np.full(size, -1, np.int32),
-                        )
-                    )
-                yield _result(number, _repeated(parts))
+                )
+            yield number, _repeated(parts)
 
     return compare
 
@@ -332,10 +318,10 @@ def _repeated(parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
     ]
 
 
-def _rewrites(job: Any, redo: Any) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function writing data files again without their losing keys."""
+def _rewrites(job: Any, redo: Any) -> Callable[[Iterable[int]], Iterable[tuple[int, Any]]]:
+    """The tasks' function writing data files again without their losing keys."""
 
-    def rewrite(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def rewrite(numbers: Iterable[int]) -> Iterator[tuple[int, Any]]:
         from pyspark import TaskContext
 
         context = TaskContext.get()
@@ -343,11 +329,10 @@ def _rewrites(job: Any, redo: Any) -> Callable[[Iterator[pa.RecordBatch]], Itera
         j: Job = job.value
         p = j.plan
         writer = Writer(p.schema, p.table_schema, p.spec, dict(p.properties), j.target)
-        for numbered in numbers:
-            for number in numbered.column(0).to_pylist():
-                old, drop, tag = redo.value[number]
-                rel = old.rel.replace(".parquet", f"-r{tag}-a{attempt}.parquet")
-                yield _result(number, writer.rewrite(old, drop, rel))
+        for number in numbers:
+            old, drop, tag = redo.value[number]
+            rel = old.rel.replace(".parquet", f"-r{tag}-a{attempt}.parquet")
+            yield number, writer.rewrite(old, drop, rel)
 
     return rewrite
 
