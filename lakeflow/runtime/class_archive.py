@@ -3,8 +3,8 @@
 Java 17 can map the classes an earlier JVM loaded from an archive instead of loading and verifying
 them again (AppCDS, dynamic archive). There is one archive per engine version and Java installation,
 under ``build/jars/cds/`` (``$LAKEFLOW_JARS_DIR``): the Spark driver's (``make spark-cds``,
-:mod:`lakeflow.compaction.spark.cds`; a driver JVM PySpark starts gets ``-XX:SharedArchiveFile`` through
-:func:`with_class_archive` unless its arguments set driver Java options of their own) and the local Flink
+:mod:`lakeflow.compaction.spark.cds`; a driver JVM PySpark starts for lakeflow gets ``-XX:SharedArchiveFile``
+(:func:`spark_archive_options`) unless its arguments set driver Java options of their own) and the local Flink
 job's (``make flink-cds``, :mod:`lakeflow.ingest.cds`; PyFlink's gateway JVM, which hosts the MiniCluster
 of ``make run``, gets it through ``JVM_ARGS``: :func:`flink_jvm_args`). A missing, stale or damaged archive
 costs only the speed-up: the JVM ignores it, with its CDS log off.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shlex
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -59,20 +58,16 @@ def _archive(engine: str, version: str, package: Path) -> Path | None:
 
 def flink_jvm_args() -> str | None:
     """``JVM_ARGS`` for PyFlink's gateway JVM that map the local Flink job's archive (None: there is none)."""
-    archive = flink_archive_path()
+    return _mapped(flink_archive_path())
+
+
+def spark_archive_options() -> str | None:
+    """The Spark driver JVM's options that map its archive (None: there is none)."""
+    return _mapped(archive_path())
+
+
+def _mapped(archive: Path | None) -> str | None:
     return f"-XX:SharedArchiveFile={archive} {QUIET}" if archive is not None and archive.exists() else None
-
-
-def with_class_archive(submit_args: str) -> str:
-    """``PYSPARK_SUBMIT_ARGS`` whose driver JVM maps the archive, when there is one and the arguments
-    set no driver Java options of their own."""
-    archive = archive_path()
-    if archive is None or not archive.exists():
-        return submit_args
-    if "--driver-java-options" in submit_args or "spark.driver.extraJavaOptions" in submit_args:
-        return submit_args
-    args = shlex.split(submit_args) or ["pyspark-shell"]
-    return shlex.join(["--driver-java-options", f"-XX:SharedArchiveFile={archive} {QUIET}", *args])
 
 
 def build(target: Path | None, record: Callable[[str], None]) -> Path:

@@ -1,6 +1,6 @@
 """The Spark driver's class-data-sharing archive (lakeflow.compaction.spark.cds): a driver JVM PySpark
-starts through lakeflow maps it (seen in the JVM's /proc/<pid>/maps), and only when nothing else
-sets the driver's Java options.
+starts through lakeflow maps it (seen in the JVM's /proc/<pid>/maps) and compiles with C1 alone, only
+when nothing else sets the driver's Java options.
 
 Unit tests: they start no process. The real-process tests: tests/integration/test_spark_cds.py."""
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lakeflow.compaction.spark import session
 from lakeflow.runtime import class_archive
 
 
@@ -26,15 +27,15 @@ def archive_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_driver_java_options_of_the_caller_win(archive_file: Path) -> None:
-    assert class_archive.with_class_archive("") == shlex.join(
-        ["--driver-java-options", f"-XX:SharedArchiveFile={archive_file} {class_archive.QUIET}", "pyspark-shell"])
-    added = shlex.split(class_archive.with_class_archive("--master 'local[2]' pyspark-shell"))
-    assert added[:2] == ["--driver-java-options", f"-XX:SharedArchiveFile={archive_file} {class_archive.QUIET}"]
-    assert added[2:] == ["--master", "local[2]", "pyspark-shell"]
+    options = f"-XX:SharedArchiveFile={archive_file} {class_archive.QUIET} {session.DRIVER_JIT}"
+    assert session.with_driver_java_options("") == shlex.join(["--driver-java-options", options, "pyspark-shell"])
+    added = shlex.split(session.with_driver_java_options("--master 'local[2]' pyspark-shell"))
+    assert added == ["--driver-java-options", options, "--master", "local[2]", "pyspark-shell"]
     for own in ("--driver-java-options -Dx=1 pyspark-shell", "--conf spark.driver.extraJavaOptions=-Dx=1 pyspark-shell"):
-        assert class_archive.with_class_archive(own) == own
+        assert session.with_driver_java_options(own) == own
 
 
-def test_no_archive_no_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_archive_only_the_jit_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAKEFLOW_JARS_DIR", str(tmp_path))
-    assert class_archive.with_class_archive("pyspark-shell") == "pyspark-shell"
+    assert session.with_driver_java_options("pyspark-shell") == shlex.join(
+        ["--driver-java-options", session.DRIVER_JIT, "pyspark-shell"])
