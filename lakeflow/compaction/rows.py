@@ -36,6 +36,7 @@ from lakeflow.schema.model import TableSchema
 
 ROW = "_row"  # a row's place in the batch: file index (high 32 bits), then position
 WRITTEN = "_written"  # the data file a row went into: its place in the written list
+KEY_HASH = "_key_hash"  # a row's key_hashes value (int64): a column of the rows whose written keys are collected
 SPLIT_MIN_ROWS = 250_000  # a data file split off so that another thread writes it holds at least this many rows
 _ORDER_KEEPING = (IdentityTransform, YearTransform, MonthTransform, DayTransform, HourTransform)
 _US = {"hour": 3_600_000_000, "day": 86_400_000_000}
@@ -164,8 +165,8 @@ class Writer:
         """Write ``rows`` (the declared fields and :data:`FILE`, key-unique) as about ``files`` data files
         (or one a thread, of at least :data:`SPLIT_MIN_ROWS` rows, when that is more) under the
         target-relative ``folder``, each within one partition, sorted; names start with
-        ``prefix``. With ``keys``, each file's keys and :data:`FILE` are appended to it (``WRITTEN``:
-        the file's place in the result)."""
+        ``prefix``. With ``keys``, each file's rows' :data:`KEY_HASH` (a column of ``rows``, not written) and
+        :data:`FILE` are appended to it (``WRITTEN``: the file's place in the result)."""
         if rows.num_rows == 0:
             return []
         rows = self.with_time_column(rows)
@@ -187,8 +188,9 @@ class Writer:
                 pieces.append((start, min(hi, start + step), values, path, rel))
         if keys is not None:
             for n, (start, end, *_) in enumerate(pieces):
-                piece = rows.select([*self.schema.key, FILE]).take(order.slice(start, end - start))
+                piece = rows.select([KEY_HASH, FILE]).take(order.slice(start, end - start))
                 keys.append(piece.append_column(WRITTEN, pa.array(np.full(piece.num_rows, n, dtype=np.int32))))
+            rows = rows.drop_columns([KEY_HASH])
 
         def write_piece(start: int, end: int, values: tuple[Any, ...], path: str, rel: str) -> WrittenFile:
             piece = rows.take(order.slice(start, end - start))  # (each piece taken on its own thread)

@@ -19,7 +19,7 @@ import pyarrow as pa
 from lakeflow.compaction.engine import RECORDS_FILE, WritePlan
 from lakeflow.compaction.files import FileEntry, Storage
 from lakeflow.compaction.parse import FILE, FileSummary, Parsed, Parser
-from lakeflow.compaction.rows import Writer, WrittenFile, key_hashes
+from lakeflow.compaction.rows import KEY_HASH, Writer, WrittenFile, key_hashes
 
 SHARE_FILES = 1024  # files a thread reads and parses at a time
 
@@ -27,7 +27,7 @@ SHARE_FILES = 1024  # files a thread reads and parses at a time
 @dataclass
 class TaskResult:
     """What a task did: each file's summary (by file id), its data files, bad records, duplicates it
-    dropped, undeclared fields seen; with ``keys``: each written row's key, file id and data file."""
+    dropped, undeclared fields seen; with ``keys``: each written row's key hash, file id and data file."""
 
     files: dict[int, FileSummary] = field(default_factory=dict)
     written: list[WrittenFile] = field(default_factory=list)
@@ -124,7 +124,11 @@ def run_task(
     parsed = parse_files(files, raw, parser, key=plan.schema.key)
     writer = Writer(plan.schema, plan.table_schema, plan.spec, dict(plan.properties), target)
     bad = write_bad_records(parsed, dict(files), raw, target, plan, number)
-    rows = writer.first_per_key(parsed.rows, parsed.hashes)
+    rows = parsed.rows
+    if keys:  # the written rows' key hashes: the parse's, carried through de-duplication and the sort
+        assert parsed.hashes is not None
+        rows = rows.append_column(KEY_HASH, pa.array(parsed.hashes.view(np.int64)))
+    rows = writer.first_per_key(rows, parsed.hashes)
     collected: list[pa.Table] | None = [] if keys else None
     written = writer.write(
         rows, plan.file_count(rows.num_rows), plan.staging, f"part-t{number:05d}-a{attempt}", collected
