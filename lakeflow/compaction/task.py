@@ -27,14 +27,14 @@ SHARE_FILES = 1024  # files a thread reads and parses at a time
 @dataclass
 class TaskResult:
     """What a task did: each file's summary (by file id), its data files, bad records, duplicates it
-    dropped, undeclared fields seen; with ``keys``: each written row's key hash, file id and data file."""
+    dropped, undeclared fields seen; with ``written_hashes``: each written row's key hash, file id and data file."""
 
     files: dict[int, FileSummary] = field(default_factory=dict)
     written: list[WrittenFile] = field(default_factory=list)
     bad_records: int = 0
     duplicates_dropped: int = 0
     undeclared: Counter[str] = field(default_factory=Counter)
-    keys: pa.Table | None = None
+    written_hashes: pa.Table | None = None
     # the Spark engine's small batches: the written rows' key hashes, their files (ids) and data files
     hashes: np.ndarray | None = None
     hash_files: np.ndarray | None = None
@@ -139,5 +139,5 @@ def run_task(
         bad_records=bad,
         duplicates_dropped=parsed.rows.num_rows - rows.num_rows,
         undeclared=parsed.undeclared,
-        keys=pa.concat_tables(collected) if collected else None,
+        written_hashes=pa.concat_tables(collected) if collected else None,
     )

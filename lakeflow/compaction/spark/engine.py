@@ -50,6 +50,8 @@ BATCH_BYTES = 128 << 20  # raw bytes a task parses, at most (the shares: a whole
 HASHES_TO_DRIVER_BYTES = 512 << 20
 TASK = "_task"
 HASH, FILE_ID, WRITTEN = "_hash", "_file_id", "_written"  # a copy of a key: its hash, file id and data file
+# a stage's function over its tasks' numbers (``mapPartitions``): each number with its task's result
+Stage = Callable[[Iterable[int]], Iterable[tuple[int, Any]]]
 TABLE = -1  # the task of a key the table holds (its WRITTEN: which of the overlapping files)
 HASHES = "_hashes"  # under the staging folder: each task's key hashes, sorted
 
@@ -104,8 +106,8 @@ class SparkEngine:
             job.destroy()
         return out
 
-    def _run(self, count: int, stage_: Callable[[Iterable[int]], Iterable[tuple[int, Any]]]) -> dict[int, Any]:
-        """``count`` tasks of ``stage_`` (one per partition): each one's pickled result, by task number."""
+    def _run(self, count: int, stage_: Stage) -> dict[int, Any]:
+        """``count`` tasks of ``stage_`` (one per partition): each one's result, by task number."""
         return dict(self.spark.sparkContext.parallelize(range(count), count).mapPartitions(stage_).collect())
 
     def _deduplicate(
@@ -235,8 +237,8 @@ def _bounds(ranges: int) -> np.ndarray:
     return np.array(edges, dtype=np.int64)
 
 
-def _tasks(job: Any, keyed: bool) -> Callable[[Iterable[int]], Iterable[tuple[int, Any]]]:
-    """The tasks' function over share numbers (``mapPartitions``): each share compacted (on as many threads as the task
+def _tasks(job: Any, keyed: bool) -> Stage:
+    """The tasks' function over share numbers: each share compacted (on as many threads as the task
     has cores), with its key hashes in its result (a small batch) or, sorted, in a file of the staging folder."""
 
     def tasks(numbers: Iterable[int]) -> Iterator[tuple[int, Any]]:
@@ -248,11 +250,11 @@ def _tasks(job: Any, keyed: bool) -> Callable[[Iterable[int]], Iterable[tuple[in
         j: Job = job.value
         for number in numbers:
             result = run_task(number, attempt, j.shares[number], j.raw, j.target, j.plan, keys=keyed)
-            keys, result.keys = result.keys, None
-            if keys is not None:
-                hashes = keys.column(KEY_HASH).to_numpy()
-                files = keys.column(FILE).to_numpy().astype(np.int32)
-                written = keys.column(WRITTEN_COLUMN).to_numpy().astype(np.int32)
+            collected, result.written_hashes = result.written_hashes, None
+            if collected is not None:
+                hashes = collected.column(KEY_HASH).to_numpy()
+                files = collected.column(FILE).to_numpy().astype(np.int32)
+                written = collected.column(WRITTEN_COLUMN).to_numpy().astype(np.int32)
                 if j.ranges == 0:
                     result.hashes, result.hash_files, result.hash_written = hashes, files, written
                 else:
@@ -266,7 +268,7 @@ def _tasks(job: Any, keyed: bool) -> Callable[[Iterable[int]], Iterable[tuple[in
     return tasks
 
 
-def _ranges(job: Any, shared: Any) -> Callable[[Iterable[int]], Iterable[tuple[int, Any]]]:
+def _ranges(job: Any, shared: Any) -> Stage:
     """The tasks' function over hash ranges: each range's slice of every task's hash file and the
     table's keys in it; its result, the copies of its hashes seen more than once."""
 
@@ -318,7 +320,7 @@ def _repeated(parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
     ]
 
 
-def _rewrites(job: Any, redo: Any) -> Callable[[Iterable[int]], Iterable[tuple[int, Any]]]:
+def _rewrites(job: Any, redo: Any) -> Stage:
     """The tasks' function writing data files again without their losing keys."""
 
     def rewrite(numbers: Iterable[int]) -> Iterator[tuple[int, Any]]:
